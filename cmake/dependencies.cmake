@@ -1,0 +1,46 @@
+# Required and optional dependencies. Everything required comes from Debian
+# packages installed by scripts/setup.sh.
+find_package(Java COMPONENTS Runtime REQUIRED)
+find_program(DTL_ANTLR4_JAR_DIR NAMES antlr4 REQUIRED)
+find_package(antlr4-runtime CONFIG REQUIRED)
+find_package(ZLIB REQUIRED)
+find_package(Threads REQUIRED)
+
+if(DTL_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+find_package(benchmark QUIET)
+
+# CUDA toolkit at /usr/local/cuda: optional. Nothing GPU runs in this issue's
+# scope; the summary says whether a later backend could be built.
+set(DTL_HAVE_CUDA OFF)
+if(NOT DTL_CUDA STREQUAL "OFF")
+  find_package(CUDAToolkit QUIET PATHS /usr/local/cuda)
+  if(NOT CUDAToolkit_FOUND AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CUDAToolkit_ROOT /usr/local/cuda)
+    find_package(CUDAToolkit QUIET)
+  endif()
+  if(CUDAToolkit_FOUND)
+    set(DTL_HAVE_CUDA ON)
+  elseif(DTL_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "DTL_CUDA=ON but no CUDA toolkit was found (looked in /usr/local/cuda)")
+  endif()
+endif()
+
+set(DTL_HAVE_MPI OFF)
+if(NOT DTL_MPI STREQUAL "OFF")
+  find_package(MPI QUIET COMPONENTS CXX)
+  if(MPI_CXX_FOUND)
+    set(DTL_HAVE_MPI ON)
+  elseif(DTL_MPI STREQUAL "ON")
+    message(FATAL_ERROR "DTL_MPI=ON but MPI was not found (apt-get install libopenmpi-dev)")
+  endif()
+endif()
+
+find_path(DTL_GLOO_INCLUDE gloo/allreduce.h)
+find_library(DTL_GLOO_LIB gloo)
+find_path(DTL_DNNL_INCLUDE oneapi/dnnl/dnnl.h)
+
+# libFuzzer needs clang; the fuzz target is built only when CXX is clang or a
+# clang++ is found for the separate fuzz build (see fuzz/CMakeLists.txt).
+find_program(DTL_CLANGXX NAMES clang++-14 clang++)

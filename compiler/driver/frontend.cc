@@ -1,0 +1,52 @@
+#include "compiler/driver/frontend.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "compiler/sema/apply_overrides.h"
+#include "compiler/sema/check_blocks.h"
+#include "compiler/sema/instantiate_model.h"
+#include "compiler/sema/resolve_names.h"
+
+namespace dtl::driver {
+
+Frontend::Frontend()
+    : sources_(std::make_unique<diag::SourceManager>()),
+      diags_(std::make_unique<diag::Diagnostics>(*sources_)) {}
+
+int Frontend::run(const std::string& path, const FrontendOptions& opt, Stop stop) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    usage_.push_back("'" + path + "' is a folder; expected a .dtl file");
+    return 2;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    usage_.push_back("cannot read '" + path + "': " + (std::filesystem::exists(path, ec) ? "permission denied" : "no such file"));
+    return 2;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return runText(path, ss.str(), opt, stop);
+}
+
+int Frontend::runText(const std::string& name, const std::string& text, const FrontendOptions& opt, Stop stop) {
+  spec_.file = name;
+  int file = sources_->add(name, text);
+  sema::loadModules(prog_, *sources_, file, name, *diags_);
+  if (diags_->hasErrors() || stop == Stop::Ast) return diags_->hasErrors() ? 1 : 0;
+
+  usage_ = sema::applyOverrides(prog_, *sources_, opt.sets, *diags_);
+  if (!usage_.empty()) return 2;
+  if (diags_->hasErrors()) return 1;
+
+  sema::resolveNames(prog_, *diags_);
+  sema::checkTrain(prog_, spec_.train, *diags_);
+  sema::instantiateModel(prog_, spec_.train.batch, spec_.model, *diags_);
+  sema::checkData(prog_, spec_.model, spec_.data, *diags_);
+  sema::checkParallel(prog_, spec_.model, spec_.train, opt.world, spec_.parallel, *diags_);
+  return diags_->hasErrors() ? 1 : 0;
+}
+
+}  // namespace dtl::driver

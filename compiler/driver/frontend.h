@@ -1,0 +1,47 @@
+// The front end as one call: load → overrides → names → model → blocks.
+// Each stage runs only when the ones before it left no errors that would
+// make its own reports noise (syntax errors stop after stage 1; name errors
+// still allow data/train checks).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/diag/diagnostics.h"
+#include "compiler/sema/program.h"
+#include "compiler/sema/spec.h"
+
+namespace dtl::driver {
+
+struct FrontendOptions {
+  std::vector<std::string> sets;  // --set key=value
+  int64_t world = 0;              // --world N; 0 = unknown
+};
+
+enum class Stop { Ast, Sema };
+
+class Frontend {
+ public:
+  Frontend();
+  // Reads and checks `path`. Returns 0 when the spec is good, 1 for spec
+  // errors (in diagnostics()), 2 for usage errors (in usageErrors()).
+  int run(const std::string& path, const FrontendOptions& opt, Stop stop = Stop::Sema);
+  // The same from text in memory (tests, fuzzing); `name` is the file name.
+  int runText(const std::string& name, const std::string& text, const FrontendOptions& opt, Stop stop = Stop::Sema);
+
+  const diag::Diagnostics& diagnostics() const { return *diags_; }
+  const std::vector<std::string>& usageErrors() const { return usage_; }
+  const sema::Spec& spec() const { return spec_; }
+  const sema::Program& program() const { return prog_; }
+  const diag::SourceManager& sources() const { return *sources_; }
+
+ private:
+  std::unique_ptr<diag::SourceManager> sources_;
+  std::unique_ptr<diag::Diagnostics> diags_;
+  sema::Program prog_;
+  sema::Spec spec_;
+  std::vector<std::string> usage_;
+};
+
+}  // namespace dtl::driver

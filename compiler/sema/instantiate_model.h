@@ -1,0 +1,15 @@
+// Stage 4: instantiate the model. Evaluates dims, binds layer arguments,
+// creates every parameter (named by path, stacked under `repeat`), and infers
+// the named shape and element type of every expression by evaluating the
+// model's bindings and each forward it calls.
+#pragma once
+
+#include "compiler/sema/program.h"
+#include "compiler/sema/spec.h"
+
+namespace dtl::sema {
+
+// `batch` is the per-rank micro-batch (train.batch) for shape checking.
+void instantiateModel(const Program& prog, int64_t batch, Model& out, diag::Diagnostics& diags);
+
+}  // namespace dtl::sema

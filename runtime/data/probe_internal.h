@@ -1,0 +1,75 @@
+// Helpers shared by the probe implementations (probe.cc, probe_csv.cc); not
+// part of the public API. Everything here is about turning untrusted sizes
+// into checked numbers and failures into ProbeResult sentences.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "runtime/data/gzip_reader.h"
+#include "runtime/data/probe.h"
+
+namespace dtl::rt::data::detail {
+
+struct DtypeInfo {
+  const char* name;
+  int64_t size;
+  ElemKind kind;
+};
+
+inline ProbeResult fail(std::string msg) {
+  ProbeResult r;
+  r.error = std::move(msg);
+  return r;
+}
+
+inline std::string dimsText(const std::vector<int64_t>& dims) {
+  std::string s;
+  for (size_t k = 0; k < dims.size(); ++k) s += (k ? "×" : "") + std::to_string(dims[k]);
+  return s;
+}
+
+inline std::string isOrDecompresses(const GzReader& r) { return r.compressed() ? "decompresses to " : "is "; }
+
+// False on int64 overflow: sizes come from untrusted headers.
+inline bool checkedProduct(const std::vector<int64_t>& dims, int64_t elem_size, int64_t& out) {
+  out = elem_size;
+  for (int64_t d : dims)
+    if (__builtin_mul_overflow(out, d, &out)) return false;
+  return true;
+}
+
+// Fills info from a full shape whose first axis is the sample axis. The caller
+// has already checked that the whole shape's byte size fits in int64.
+inline ProbeResult finish(const std::string& path, const std::vector<int64_t>& shape, const DtypeInfo& dt) {
+  if (shape.empty())
+    return fail(path + ": holds a single scalar (shape ()); expected at least one dimension, the sample axis");
+  if (shape[0] == 0) return fail(path + ": holds no samples (the first dimension of " + dimsText(shape) + " is 0)");
+  ProbeResult r;
+  r.ok = true;
+  r.info.samples = shape[0];
+  r.info.sample_dims.assign(shape.begin() + 1, shape.end());
+  checkedProduct(r.info.sample_dims, 1, r.info.sample_elements);
+  r.info.dtype = dt.name;
+  r.info.kind = dt.kind;
+  return r;
+}
+
+// The probes promise not to throw; this is the boundary.
+template <class F>
+ProbeResult guarded(const std::string& path, F&& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return fail(path + ": ran out of memory while probing the file");
+  } catch (const std::exception& e) {
+    return fail(path + ": internal error while probing the file (" + e.what() + ")");
+  } catch (...) {
+    return fail(path + ": internal error while probing the file");
+  }
+}
+
+}  // namespace dtl::rt::data::detail
