@@ -51,8 +51,8 @@ bool GzReader::open(const std::string& path, bool allow_gzip) {
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     // Refusing pipes and devices keeps a probe from blocking or reading forever (/dev/zero).
-    error_ = "cannot open '" + path + "': " +
-             (S_ISDIR(st.st_mode) ? std::string("Is a directory") : std::string("not a regular file"));
+    error_ = "cannot open '" + path +
+             "': " + (S_ISDIR(st.st_mode) ? std::string("Is a directory") : std::string("not a regular file"));
     ::close(fd);
     return false;
   }
@@ -175,7 +175,7 @@ bool GzReader::readLine(std::string& line) {
     size_t before = buf_.size() - buf_start_;
     if (!fill()) {
       if (!error_.empty()) return false;
-      if (buf_.size() == buf_start_) return false;  // clean end of data
+      if (buf_.size() == buf_start_) return false;       // clean end of data
       line.assign(buf_, buf_start_, std::string::npos);  // last line without '\n'
       pos_ += static_cast<int64_t>(line.size());
       buf_.clear();

@@ -36,7 +36,7 @@ class GzReader {
 
   bool compressed() const { return compressed_; }
   int64_t fileSize() const { return file_size_; }  // bytes on disk
-  int64_t position() const { return pos_; }         // uncompressed bytes handed out so far
+  int64_t position() const { return pos_; }        // uncompressed bytes handed out so far
   const std::string& error() const { return error_; }
   const std::string& path() const { return path_; }
 

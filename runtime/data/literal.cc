@@ -12,8 +12,8 @@ namespace dtl::rt::data {
 
 const Literal* Literal::get(std::string_view key) const {
   if (type != Type::Dict) return nullptr;
-  for (const auto& [k, v] : fields)
-    if (k == key) return &v;
+  for (size_t k = 0; k < keys.size(); ++k)
+    if (keys[k] == key) return &items[k];
   return nullptr;
 }
 
@@ -63,8 +63,7 @@ class Parser {
 
   bool value(Literal& out, int depth) {
     if (depth > limits_.max_depth) return fail("nested deeper than " + std::to_string(limits_.max_depth) + " levels");
-    if (++values_ > limits_.max_values)
-      return fail("more than " + std::to_string(limits_.max_values) + " values");
+    if (++values_ > limits_.max_values) return fail("more than " + std::to_string(limits_.max_values) + " values");
     skipSpace();
     if (p_ >= t_.size()) return fail("unexpected end of text, expected a value");
     char c = t_[p_];
@@ -133,8 +132,9 @@ class Parser {
       skipSpace();
       if (p_ >= t_.size() || t_[p_] != ':') return fail("expected ':' after a key");
       ++p_;
-      out.fields.emplace_back(std::move(key), Literal{});
-      if (!value(out.fields.back().second, depth + 1)) return false;
+      out.keys.push_back(std::move(key));
+      out.items.emplace_back();
+      if (!value(out.items.back(), depth + 1)) return false;
       skipSpace();
       if (p_ < t_.size() && t_[p_] == ',') {
         ++p_;
@@ -171,10 +171,14 @@ class Parser {
     for (int k = 0; k < 4; ++k) {
       char c = t_[p_++];
       v <<= 4;
-      if (c >= '0' && c <= '9') v |= static_cast<uint32_t>(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= static_cast<uint32_t>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= static_cast<uint32_t>(c - 'A' + 10);
-      else return fail("bad hex digit in \\u escape");
+      if (c >= '0' && c <= '9')
+        v |= static_cast<uint32_t>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        v |= static_cast<uint32_t>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        v |= static_cast<uint32_t>(c - 'A' + 10);
+      else
+        return fail("bad hex digit in \\u escape");
     }
     return true;
   }
@@ -193,11 +197,21 @@ class Parser {
       if (p_ >= t_.size()) return fail("unterminated string");
       char e = t_[p_++];
       switch (e) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
+        case 'n':
+          out += '\n';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
         case 'u': {
           uint32_t cp = 0;
           if (!hex4(cp)) return false;
@@ -254,8 +268,10 @@ class Parser {
     }
     out.type = Literal::Type::Float;
     auto [ptr, ec] = std::from_chars(b, e, out.f);
-    if (ec == std::errc::result_out_of_range) out.f = (*b == '-') ? -HUGE_VAL : HUGE_VAL;
-    else if (ec != std::errc() || ptr != e) return fail("bad number");
+    if (ec == std::errc::result_out_of_range)
+      out.f = (*b == '-') ? -HUGE_VAL : HUGE_VAL;
+    else if (ec != std::errc() || ptr != e)
+      return fail("bad number");
     return true;
   }
 
@@ -270,8 +286,7 @@ class Parser {
 
 }  // namespace
 
-bool parseLiteral(std::string_view text, Syntax syntax, Literal& out, std::string& error,
-                  const LiteralLimits& limits) {
+bool parseLiteral(std::string_view text, Syntax syntax, Literal& out, std::string& error, const LiteralLimits& limits) {
   out = Literal{};
   error.clear();
   try {

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 namespace dtl::rt::data {
@@ -18,8 +17,9 @@ struct Literal {
   int64_t i = 0;  // Int: integers that fit int64; larger ones become Float
   double f = 0;
   std::string s;
-  std::vector<Literal> items;                           // List (JSON array, Python list or tuple)
-  std::vector<std::pair<std::string, Literal>> fields;  // Dict, in source order
+  std::vector<Literal> items;     // List elements, or Dict values in source order
+  std::vector<std::string> keys;  // Dict: keys[k] names items[k]. Parallel vectors rather than
+                                  // pair<string, Literal>, which needs Literal complete (clang)
 
   const Literal* get(std::string_view key) const;  // nullptr when absent or not a Dict
 };

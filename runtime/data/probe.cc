@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string_view>
 
 #include "runtime/data/gzip_reader.h"
@@ -61,8 +62,8 @@ ProbeResult probeIdx(const std::string& path) {
     static const struct {
       unsigned char code;
       DtypeInfo dt;
-    } kTypes[] = {{0x08, {"u8", 1, ElemKind::Int}},   {0x09, {"i8", 1, ElemKind::Int}},
-                  {0x0B, {"i16", 2, ElemKind::Int}},  {0x0C, {"i32", 4, ElemKind::Int}},
+    } kTypes[] = {{0x08, {"u8", 1, ElemKind::Int}},    {0x09, {"i8", 1, ElemKind::Int}},
+                  {0x0B, {"i16", 2, ElemKind::Int}},   {0x0C, {"i32", 4, ElemKind::Int}},
                   {0x0D, {"f32", 4, ElemKind::Float}}, {0x0E, {"f64", 8, ElemKind::Float}}};
     const DtypeInfo* dt = nullptr;
     for (const auto& t : kTypes)
@@ -70,17 +71,17 @@ ProbeResult probeIdx(const std::string& path) {
     if (!dt)
       return fail(path + ": unknown IDX element type 0x" + hexBytes(head + 2, 1) +
                   " (expected 08 u8, 09 i8, 0b i16, 0c i32, 0d f32 or 0e f64)");
-    int ndims = head[3];
+    int64_t ndims = head[3];
     if (ndims == 0) return fail(path + ": IDX header has 0 dimensions (expected at least 1, the sample axis)");
     unsigned char raw[4 * 255];
-    int64_t header = 4 + 4 * int64_t{ndims};
+    int64_t header = 4 + 4 * ndims;
     n = r.read(raw, 4 * ndims);
     if (n < 0) return fail(r.error());
     if (n < 4 * ndims)
       return fail(path + ": IDX header declares " + std::to_string(ndims) + " dimensions (" + std::to_string(header) +
                   " header bytes) but the file ends after " + std::to_string(4 + n) + " bytes");
     std::vector<int64_t> shape;
-    for (int k = 0; k < ndims; ++k) {
+    for (int64_t k = 0; k < ndims; ++k) {
       const unsigned char* p = raw + 4 * k;
       uint32_t v = (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
       if (v > 0x7fffffffu)
@@ -106,8 +107,7 @@ ProbeResult probeNpy(const std::string& path) {
     unsigned char pre[12];
     int64_t n = r.read(pre, 8);
     if (n < 0) return fail(r.error());
-    static const unsigned char kMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-    if (n < 8 || std::string_view(reinterpret_cast<char*>(pre), 6) != std::string_view(reinterpret_cast<const char*>(kMagic), 6))
+    if (n < 8 || std::memcmp(pre, "\x93NUMPY", 6) != 0)
       return fail(path + ": not a .npy file (starts with " + (n ? hexBytes(pre, std::min<int64_t>(n, 8)) : "nothing") +
                   "; expected 93 4e 55 4d 50 59, \"\\x93NUMPY\", then a version)");
     int major = pre[6];
@@ -131,12 +131,16 @@ ProbeResult probeNpy(const std::string& path) {
     Literal dict;
     std::string err;
     if (!parseLiteral(text, Syntax::Python, dict, err) || dict.type != Literal::Type::Dict)
-      return fail(path + ": .npy header is not a Python dict literal (" + (err.empty() ? "found another value" : err) + ")");
+      return fail(path + ": .npy header is not a Python dict literal (" + (err.empty() ? "found another value" : err) +
+                  ")");
     const Literal* descr = dict.get("descr");
     const Literal* fortran = dict.get("fortran_order");
     const Literal* shape_lit = dict.get("shape");
     if (!descr || !fortran || !shape_lit)
-      return fail(path + ": .npy header lacks '" + (!descr ? "descr" : !fortran ? "fortran_order" : "shape") +
+      return fail(path + ": .npy header lacks '" +
+                  (!descr     ? "descr"
+                   : !fortran ? "fortran_order"
+                              : "shape") +
                   "' (expected keys 'descr', 'fortran_order' and 'shape')");
     if (descr->type != Literal::Type::String)
       return fail(path + ": .npy array has a structured dtype; only plain numeric dtypes are supported");
@@ -163,10 +167,10 @@ ProbeResult probeNpy(const std::string& path) {
     if (fortran->type != Literal::Type::Bool)
       return fail(path + ": .npy header's 'fortran_order' is not True or False");
     if (fortran->b)
-      return fail(path + ": .npy array is stored in Fortran (column-major) order; only C order is supported "
-                         "(save np.ascontiguousarray(a) instead)");
-    if (shape_lit->type != Literal::Type::List)
-      return fail(path + ": .npy header's 'shape' is not a tuple");
+      return fail(path +
+                  ": .npy array is stored in Fortran (column-major) order; only C order is supported "
+                  "(save np.ascontiguousarray(a) instead)");
+    if (shape_lit->type != Literal::Type::List) return fail(path + ": .npy header's 'shape' is not a tuple");
     std::vector<int64_t> shape;
     for (const Literal& v : shape_lit->items) {
       if (v.type != Literal::Type::Int || v.i < 0)
@@ -222,7 +226,7 @@ ProbeResult probeSafetensors(const std::string& path, const std::string& key) {
     if (!t) {
       std::string avail;
       int64_t count = 0;
-      for (const auto& [k, v] : root.fields) {
+      for (const std::string& k : root.keys) {
         if (k == "__metadata__") continue;
         if (count < 5) avail += (count ? ", '" : "'") + k + "'";
         ++count;
@@ -241,13 +245,13 @@ ProbeResult probeSafetensors(const std::string& path, const std::string& key) {
     static const struct {
       const char* tag;
       DtypeInfo dt;
-    } kTypes[] = {{"F64", {"f64", 8, ElemKind::Float}},      {"F32", {"f32", 4, ElemKind::Float}},
-                  {"F16", {"f16", 2, ElemKind::Float}},      {"BF16", {"bf16", 2, ElemKind::Float}},
+    } kTypes[] = {{"F64", {"f64", 8, ElemKind::Float}},        {"F32", {"f32", 4, ElemKind::Float}},
+                  {"F16", {"f16", 2, ElemKind::Float}},        {"BF16", {"bf16", 2, ElemKind::Float}},
                   {"F8_E4M3", {"f8e4m3", 1, ElemKind::Float}}, {"F8_E5M2", {"f8e5m2", 1, ElemKind::Float}},
-                  {"I64", {"i64", 8, ElemKind::Int}},        {"I32", {"i32", 4, ElemKind::Int}},
-                  {"I16", {"i16", 2, ElemKind::Int}},        {"I8", {"i8", 1, ElemKind::Int}},
-                  {"U64", {"u64", 8, ElemKind::Int}},        {"U32", {"u32", 4, ElemKind::Int}},
-                  {"U16", {"u16", 2, ElemKind::Int}},        {"U8", {"u8", 1, ElemKind::Int}},
+                  {"I64", {"i64", 8, ElemKind::Int}},          {"I32", {"i32", 4, ElemKind::Int}},
+                  {"I16", {"i16", 2, ElemKind::Int}},          {"I8", {"i8", 1, ElemKind::Int}},
+                  {"U64", {"u64", 8, ElemKind::Int}},          {"U32", {"u32", 4, ElemKind::Int}},
+                  {"U16", {"u16", 2, ElemKind::Int}},          {"U8", {"u8", 1, ElemKind::Int}},
                   {"BOOL", {"bool", 1, ElemKind::Int}}};
     const DtypeInfo* dt = nullptr;
     for (const auto& k : kTypes)

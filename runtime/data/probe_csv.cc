@@ -41,7 +41,8 @@ void splitCells(std::string_view line, char delim, bool whitespace, std::vector<
   size_t start = 0;
   bool quoted = false;
   for (size_t i = 0; i < line.size(); ++i) {
-    if (line[i] == '"') quoted = !quoted;
+    if (line[i] == '"')
+      quoted = !quoted;
     else if (line[i] == delim && !quoted) {
       cells.push_back(trim(line.substr(start, i - start)));
       start = i + 1;
@@ -76,9 +77,7 @@ std::string shown(std::string_view cell) {
   return s + (cell.size() > 40 ? "...'" : "'");
 }
 
-std::string plural(int64_t n, const char* word) {
-  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
-}
+std::string plural(int64_t n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
 
 }  // namespace
 

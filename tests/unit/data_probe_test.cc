@@ -26,9 +26,8 @@ class Probe : public ::testing::Test {
  protected:
   void SetUp() override {
     static std::atomic<int> counter{0};
-    dir_ = fs::temp_directory_path() /
-           ("dtl_probe_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + "_" +
-            std::to_string(std::random_device{}()));
+    dir_ = fs::temp_directory_path() / ("dtl_probe_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++) +
+                                        "_" + std::to_string(std::random_device{}()));
     fs::create_directories(dir_);
   }
   void TearDown() override {
@@ -158,8 +157,9 @@ TEST_F(Probe, IdxErrors) {
   p = write("huge", idx(0x0E, {0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF}, 0));
   expectError(probeIdx(p), p, {"more than 2^63 bytes"});
   p = write("data", idx(0x08, {2, 3, 4}, 23));
-  expectError(probeIdx(p), p,
-              {"file is 39 bytes but the header describes 2×3×4 u8 (24 bytes of data after a 16-byte header, 40 in all)"});
+  expectError(
+      probeIdx(p), p,
+      {"file is 39 bytes but the header describes 2×3×4 u8 (24 bytes of data after a 16-byte header, 40 in all)"});
   p = writeGz("data.gz", idx(0x0D, {2, 3}, 20));
   expectError(probeIdx(p), p, {"decompresses to 32 bytes", "2×3 f32 (24 bytes of data"});
   p = write("zero", idx(0x08, {0, 5}, 0));
@@ -190,18 +190,16 @@ TEST_F(Probe, NpyVersionsAndDtypes) {
     const char* dtype;
     int size;
     ElemKind kind;
-  } cases[] = {{"<f8", "f64", 8, ElemKind::Float}, {"<i4", "i32", 4, ElemKind::Int},
-               {"<i8", "i64", 8, ElemKind::Int},   {"|u1", "u8", 1, ElemKind::Int},
-               {"<u2", "u16", 2, ElemKind::Int},   {"|i1", "i8", 1, ElemKind::Int},
+  } cases[] = {{"<f8", "f64", 8, ElemKind::Float}, {"<i4", "i32", 4, ElemKind::Int},  {"<i8", "i64", 8, ElemKind::Int},
+               {"|u1", "u8", 1, ElemKind::Int},    {"<u2", "u16", 2, ElemKind::Int},  {"|i1", "i8", 1, ElemKind::Int},
                {"<i2", "i16", 2, ElemKind::Int},   {"<f2", "f16", 2, ElemKind::Float}};
   for (const auto& c : cases) {
     std::string dict = std::string("{\"descr\": \"") + c.descr + "\", \"fortran_order\": False, \"shape\": (4,)}";
-    expectInfo(probeNpy(write(std::string("t_") + c.dtype + ".npy", npy(1, dict, 4 * c.size))), 4, {}, c.dtype,
-               c.kind);
+    expectInfo(probeNpy(write(std::string("t_") + c.dtype + ".npy", npy(1, dict, 4 * c.size))), 4, {}, c.dtype, c.kind);
   }
   // Python 2 wrote longs with an L suffix.
-  expectInfo(probeNpy(write("py2.npy", npy(1, "{'descr': '<i8', 'fortran_order': False, 'shape': (3L, 2L), }", 48))),
-             3, {2}, "i64", ElemKind::Int);
+  expectInfo(probeNpy(write("py2.npy", npy(1, "{'descr': '<i8', 'fortran_order': False, 'shape': (3L, 2L), }", 48))), 3,
+             {2}, "i64", ElemKind::Int);
 }
 
 TEST_F(Probe, NpyErrors) {
@@ -259,9 +257,8 @@ TEST_F(Probe, NpyErrors) {
 // ---------------------------------------------------------------- safetensors
 
 TEST_F(Probe, SafetensorsOk) {
-  std::string json =
-      R"({"__metadata__":{"format":"pt"},"w":{"dtype":"F32","shape":[4,2,3],"data_offsets":[0,96]},)"
-      R"("b\u00e9":{"dtype":"BF16","shape":[5],"data_offsets":[96,106]}})";
+  std::string json = R"({"__metadata__":{"format":"pt"},"w":{"dtype":"F32","shape":[4,2,3],"data_offsets":[0,96]},)"
+                     R"("b\u00e9":{"dtype":"BF16","shape":[5],"data_offsets":[96,106]}})";
   std::string p = write("m.safetensors", safetensors(json, 106));
   expectInfo(probeSafetensors(p, "w"), 4, {2, 3}, "f32", ElemKind::Float);
   expectInfo(probeSafetensors(p, "b\xc3\xa9"), 5, {}, "bf16", ElemKind::Float);
@@ -314,7 +311,8 @@ TEST_F(Probe, SafetensorsErrors) {
   expectError(probeSafetensors(p, "w"), p,
               {"tensor 'w' has data_offsets [0, 100] (100 bytes) but shape [5×6] F32 needs 120 bytes"});
   p = one("beyond.st", R"("dtype":"F32","shape":[4],"data_offsets":[0,16])", 10);
-  expectError(probeSafetensors(p, "w"), p, {"tensor 'w' ends at byte 79 (the data starts after the 63-byte header) but the file is 73 bytes"});
+  expectError(probeSafetensors(p, "w"), p,
+              {"tensor 'w' ends at byte 79 (the data starts after the 63-byte header) but the file is 73 bytes"});
   p = one("overflow.st", R"("dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8])", 8);
   expectError(probeSafetensors(p, "w"), p, {"more than 2^63 bytes"});
   p = one("bigint.st", R"("dtype":"F64","shape":[99999999999999999999],"data_offsets":[0,8])", 8);
@@ -370,7 +368,11 @@ TEST_F(Probe, CsvShapes) {
   expectInfo(probeCsv(p, skip), 2, {2}, "f32", ElemKind::Float);
   CsvOptions semi;
   semi.delimiter = ';';
-  expectInfo(probeCsv(write("semi.csv", "\xEF\xBB\xBF" "a;b\n1;2\n"), semi), 1, {2}, "f32", ElemKind::Float);
+  expectInfo(probeCsv(write("semi.csv",
+                            "\xEF\xBB\xBF"
+                            "a;b\n1;2\n"),
+                      semi),
+             1, {2}, "f32", ElemKind::Float);
   // Many rows cross the reader's buffer boundaries, plain and compressed.
   std::string big = "a,b\n";
   for (int k = 0; k < 50000; ++k) big += std::to_string(k) + "," + std::to_string(k * 0.5) + "\n";
@@ -416,10 +418,11 @@ TEST_F(Probe, CsvErrors) {
 TEST_F(Probe, TextWindows) {
   std::string p = write("t.txt", std::string(65, 'a'));
   expectInfo(probeText(p, 64), 1, {64}, "i32", ElemKind::Int);
-  expectInfo(probeText(p, 8), 8, {8}, "i32", ElemKind::Int);   // (65 - 1) / 8
-  expectInfo(probeText(p, 10), 6, {10}, "i32", ElemKind::Int); // partial last window dropped
+  expectInfo(probeText(p, 8), 8, {8}, "i32", ElemKind::Int);    // (65 - 1) / 8
+  expectInfo(probeText(p, 10), 6, {10}, "i32", ElemKind::Int);  // partial last window dropped
   expectInfo(probeText(writeGz("t.txt.gz", std::string(1001, 'b')), 100), 10, {100}, "i32", ElemKind::Int);
-  expectError(probeText(p, 65), p, {"text(seq = 65) needs at least 66 bytes (seq + 1, one window) but the file holds 65"});
+  expectError(probeText(p, 65), p,
+              {"text(seq = 65) needs at least 66 bytes (seq + 1, one window) but the file holds 65"});
   expectError(probeText(p, 0), p, {"needs seq >= 1"});
   expectError(probeText(p, INT64_MAX), p, {"at least 9223372036854775808 bytes"});
   std::string e = write("e.txt", "");
@@ -430,7 +433,8 @@ TEST_F(Probe, TokenWindows) {
   std::string p = write("tok.bin", std::string(2 * 33, '\0'));
   expectInfo(probeTokens(p, "u16", 8), 4, {8}, "i32", ElemKind::Int);
   expectInfo(probeTokens(p, "u16", 32), 1, {32}, "i32", ElemKind::Int);
-  expectError(probeTokens(p, "u16", 33), p, {"needs at least 34 u16 tokens (seq + 1, one window) but the file holds 33"});
+  expectError(probeTokens(p, "u16", 33), p,
+              {"needs at least 34 u16 tokens (seq + 1, one window) but the file holds 33"});
   std::string q = write("tok32.bin", std::string(4 * 17, '\0'));
   expectInfo(probeTokens(q, "u32", 4), 4, {4}, "i32", ElemKind::Int);
   expectInfo(probeTokens(q, "i32", 16), 1, {16}, "i32", ElemKind::Int);

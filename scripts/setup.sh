@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs everything dtl needs from Debian's packages. Idempotent: installs
+# only what is missing, and runs `apt-get update` only when it must.
+set -euo pipefail
+
+packages=(
+  # build
+  cmake ninja-build g++ default-jre-headless
+  # front end: ANTLR4 tool (Java) and its C++ runtime; fuzzing with clang
+  antlr4 libantlr4-runtime-dev clang-14 libclang-rt-14-dev
+  # code generation and kernels (later stages)
+  llvm-14-dev libdnnl-dev zlib1g-dev
+  # communication (later stages)
+  libgloo-dev libopenmpi-dev openmpi-bin
+  # tests and benchmarks
+  googletest libgtest-dev libbenchmark-dev hyperfine
+  # real data for the samples
+  dataset-fashion-mnist python3-sklearn base-files
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"

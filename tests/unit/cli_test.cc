@@ -1,0 +1,42 @@
+// The command line: help, usage errors and exit statuses.
+#include <gtest/gtest.h>
+
+#include "tools/dtlc/cli.h"
+
+namespace dtl {
+namespace {
+
+int run(const std::vector<std::string>& args, std::string& out, std::string& err) {
+  out.clear();
+  err.clear();
+  return cli::runCli(args, out, err);
+}
+
+TEST(Cli, HelpDescribesEveryFlag) {
+  std::string out, err;
+  EXPECT_EQ(run({"--help"}, out, err), 0);
+  EXPECT_NE(out.find("check SPEC"), std::string::npos);
+  EXPECT_EQ(run({"check", "--help"}, out, err), 0);
+  for (const char* flag : {"--format", "--world", "--set", "--emit", "--help"})
+    EXPECT_NE(out.find(flag), std::string::npos) << flag;
+}
+
+TEST(Cli, UsageErrorsExitTwo) {
+  std::string out, err;
+  EXPECT_EQ(run({}, out, err), 2);
+  EXPECT_EQ(run({"frobnicate"}, out, err), 2);
+  EXPECT_NE(err.find("unknown command 'frobnicate'"), std::string::npos);
+  EXPECT_EQ(run({"check"}, out, err), 2);
+  EXPECT_EQ(err.substr(0, 30), "dtlc check: no SPEC given\nusag");
+  EXPECT_EQ(run({"check", "x.dtl", "--bogus"}, out, err), 2);
+  EXPECT_EQ(err, "dtlc check: unknown option '--bogus' (see dtlc check --help)\n");
+  EXPECT_EQ(run({"check", "x.dtl", "--world", "zero"}, out, err), 2);
+  EXPECT_EQ(run({"check", "x.dtl", "--format=yaml"}, out, err), 2);
+  EXPECT_EQ(err, "dtlc check: --format is text or json, got 'yaml'\n");
+  EXPECT_EQ(run({"check", "/nonexistent/spec.dtl"}, out, err), 2);
+  EXPECT_EQ(err, "dtlc check: cannot read '/nonexistent/spec.dtl': no such file\n");
+  EXPECT_EQ(run({"check", "/tmp"}, out, err), 2);
+}
+
+}  // namespace
+}  // namespace dtl
