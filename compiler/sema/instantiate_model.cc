@@ -14,6 +14,8 @@
 #include "compiler/sema/instantiate_model.h"
 
 #include <algorithm>
+#include <functional>
+#include <tuple>
 
 #include "compiler/sema/resolve_names.h"
 #include "compiler/sema/shape_rules.h"
@@ -131,15 +133,21 @@ class Instantiator {
       else
         inst.env[in.name.name] = Value::error();
     }
-    for (const syntax::ParamDecl& p : l.params) param(inst, p, self);
+    // Params and sub-layers in source order, so parameter paths list the
+    // way the spec reads (neither depends on the other).
+    std::vector<std::pair<Loc, std::function<void()>>> items;
+    for (const syntax::ParamDecl& p : l.params)
+      items.emplace_back(p.name.loc, [&, pp = &p] { param(inst, *pp, self); });
     for (const syntax::Binding& b : l.bindings) {
-      if (!b.is_metric && isSubLayer(*b.value, inst)) {
-        subLayer(inst, b, self);
-      } else {
-        if (b.value->kind == Expr::Kind::Repeat) continue;  // reported in isSubLayer
+      if (!b.is_metric && isSubLayer(*b.value, inst))
+        items.emplace_back(b.name.loc, [&, bb = &b] { subLayer(inst, *bb, self); });
+      else
         inst.bindings[b.name.name] = &b;
-      }
     }
+    std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.first.line, a.first.col) < std::tie(b.first.line, b.first.col);
+    });
+    for (auto& item : items) item.second();
   }
 
   bool isSubLayer(const Expr& e, const Instance& inst) {
