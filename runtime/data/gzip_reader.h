@@ -1,6 +1,6 @@
 // A sequential reader for data files that may or may not be gzip-compressed:
-// zlib decides from the first bytes, so callers never branch on ".gz". Memory
-// use is bounded (a fixed buffer plus a capped line length) whatever the input.
+// zlib decides from the first bytes, so callers need not branch on ".gz".
+// Memory use is bounded (a fixed buffer, a capped line length) whatever the input.
 #pragma once
 
 #include <cstdint>
