@@ -24,6 +24,11 @@ Diagnostic& Diagnostics::error(Loc loc, std::string message, std::string hint) {
   return list_.back();
 }
 
+void Diagnostics::addNote(size_t index, Loc loc, std::string message) {
+  if (index >= list_.size()) return;
+  list_[index].notes.push_back(Diagnostic{Severity::Note, loc, std::move(message), {}, {}});
+}
+
 namespace {
 
 void renderOne(const SourceManager& src, const Diagnostic& d, std::string& out) {

@@ -34,6 +34,9 @@ class Diagnostics {
   // Records an error; identical (location, message) pairs are kept once, so a
   // layer used twice reports its mistake once.
   Diagnostic& error(Loc loc, std::string message, std::string hint = {});
+  // Adds a note (a second location, e.g. "instantiated here") to the error
+  // at `index` in all().
+  void addNote(size_t index, Loc loc, std::string message);
   bool hasErrors() const { return error_count_ > 0; }
   int errorCount() const { return error_count_; }
   bool full() const { return error_count_ >= kMaxErrors; }

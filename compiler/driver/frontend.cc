@@ -8,6 +8,7 @@
 #include "compiler/sema/check_blocks.h"
 #include "compiler/sema/instantiate_model.h"
 #include "compiler/sema/resolve_names.h"
+#include "compiler/ir/autodiff.h"
 
 namespace dtl::driver {
 
@@ -46,7 +47,20 @@ int Frontend::runText(const std::string& name, const std::string& text, const Fr
   sema::instantiateModel(prog_, spec_.train.batch, spec_.model, *diags_);
   sema::checkData(prog_, spec_.model, spec_.data, *diags_);
   sema::checkParallel(prog_, spec_.model, spec_.train, opt.world, spec_.parallel, *diags_);
+  if (diags_->hasErrors()) return 1;
+  if (stop == Stop::Ir || stop == Stop::Grad) lower(stop == Stop::Grad);
   return diags_->hasErrors() ? 1 : 0;
+}
+
+void Frontend::lower(bool with_backward) {
+  // The checked model is evaluated once more, this time emitting nodes; it
+  // cannot fail where checking passed, so its diagnostics are the same.
+  sema::Model scratch;
+  graph_ = ir::Graph{};
+  sema::instantiateModel(prog_, spec_.train.batch, scratch, *diags_, &graph_);
+  if (!with_backward) return;
+  ir::appendBackward(graph_);
+  ir::appendUpdates(graph_);
 }
 
 }  // namespace dtl::driver

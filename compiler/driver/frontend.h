@@ -11,6 +11,7 @@
 #include "compiler/diag/diagnostics.h"
 #include "compiler/sema/program.h"
 #include "compiler/sema/spec.h"
+#include "core/graph.h"
 
 namespace dtl::driver {
 
@@ -19,7 +20,7 @@ struct FrontendOptions {
   int64_t world = 0;              // --world N; 0 = unknown
 };
 
-enum class Stop { Ast, Sema };
+enum class Stop { Ast, Sema, Ir, Grad };
 
 class Frontend {
  public:
@@ -33,14 +34,19 @@ class Frontend {
   const diag::Diagnostics& diagnostics() const { return *diags_; }
   const std::vector<std::string>& usageErrors() const { return usage_; }
   const sema::Spec& spec() const { return spec_; }
+  // The training graph (Stop::Ir: forward only; Stop::Grad: with backward and updates).
+  const ir::Graph& graph() const { return graph_; }
   const sema::Program& program() const { return prog_; }
   const diag::SourceManager& sources() const { return *sources_; }
 
  private:
+  void lower(bool with_backward);
+
   std::unique_ptr<diag::SourceManager> sources_;
   std::unique_ptr<diag::Diagnostics> diags_;
   sema::Program prog_;
   sema::Spec spec_;
+  ir::Graph graph_;
   std::vector<std::string> usage_;
 };
 

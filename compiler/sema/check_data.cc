@@ -79,9 +79,10 @@ class DataChecker {
     out.name = s.name.name;
     out.loc = s.name.loc;
     std::map<std::string, Loc> fed;
-    for (const syntax::DataField& f : s.fields) field(f, out, fed);
+    std::set<std::string> misspelt;  // inputs that a misspelt field was likely meant for
+    for (const syntax::DataField& f : s.fields) field(f, out, fed, misspelt);
     for (const InputInfo& in : model_.inputs)
-      if (!fed.count(in.name))
+      if (!fed.count(in.name) && !misspelt.count(in.name))
         diags_.error(s.name.loc, "split `" + s.name.name + "` does not feed input `" + in.name + "`",
                      "add `" + in.name + " = SOURCE(…)` to it");
     // All fields of a split must agree on the sample count.
@@ -99,7 +100,8 @@ class DataChecker {
     return out;
   }
 
-  void field(const syntax::DataField& f, DataSplit& out, std::map<std::string, Loc>& fed) {
+  void field(const syntax::DataField& f, DataSplit& out, std::map<std::string, Loc>& fed,
+             std::set<std::string>& misspelt) {
     // Peel transforms: SOURCE / c, * c, - c, + c.
     const Expr* e = f.source.get();
     std::string transform;
@@ -151,6 +153,7 @@ class DataChecker {
         std::vector<std::string> inputs;
         for (const InputInfo& i : model_.inputs) inputs.push_back(i.name);
         std::string hint = diag::didYouMean(n, inputs);
+        if (!hint.empty()) misspelt.insert(diag::closest(n, inputs));
         diags_.error(at, "field `" + n + "` feeds no input of model `" + model_.name + "`",
                      hint.empty() ? (multi ? "`" + src + "` feeds inputs named tokens and targets; declare them in the model"
                                            : "fields are bound to model inputs by name")
@@ -203,6 +206,12 @@ class DataChecker {
     }
   }
 
+  static void replaceAll(std::string& s, const std::string& from, const std::string& to) {
+    if (from.empty()) return;
+    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+      s.replace(at, from.size(), to);
+  }
+
   std::string resolved(const std::string& p) const {
     std::filesystem::path path(p);
     if (path.is_relative()) path = std::filesystem::path(prog_.spec_dir) / path;
@@ -251,7 +260,20 @@ class DataChecker {
       if (!csvOptions(args, opt)) return none;
       r = probe::probeCsv(full, opt);
     }
-    if (!r.ok) diags_.error(args[0]->loc, r.error, path == full ? "" : "relative paths start at the spec's folder: " + full);
+    if (!r.ok) {
+      // Name the file as the spec writes it, and where it was looked for as
+      // seen from the command line, so messages do not depend on the machine.
+      std::string message = r.error;
+      replaceAll(message, "'" + full + "'", "`" + path + "`");
+      replaceAll(message, full, "`" + path + "`");
+      std::filesystem::path shown(path);
+      if (shown.is_relative())
+        shown = std::filesystem::path(prog_.sources->name(prog_.spec_file)).parent_path() / shown;
+      diags_.error(args[0]->loc, message,
+                   std::filesystem::path(path).is_absolute()
+                       ? ""
+                       : "relative paths start at the spec's folder: looked for " + shown.lexically_normal().string());
+    }
     (void)call;
     return r;
   }

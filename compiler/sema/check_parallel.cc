@@ -25,29 +25,33 @@ using syntax::Expr;
 
 void mesh(const syntax::ParallelDecl& p, int64_t world, ParallelSpec& out, Constants& c, diag::Diagnostics& diags) {
   std::set<std::string> names;
-  const MeshAxisSpec* auto_axis = nullptr;
+  std::string auto_axis;  // the axis sized `auto`, if any
+  bool sizes_known = true;
   for (const syntax::MeshAxis& a : p.mesh) {
     MeshAxisSpec m;
     m.name = a.name.name;
     m.loc = a.name.loc;
     if (!names.insert(m.name).second) {
-      diags.error(a.name.loc, "mesh axis `" + m.name + "` is declared twice");
+      diags.error(a.name.loc, "mesh axis `" + m.name + "` is declared twice",
+                  "each axis appears once on the `mesh` line; remove or rename one");
       continue;
     }
     if (a.size->kind == Expr::Kind::Name && a.size->text == "auto") {
       m.is_auto = true;
-      if (auto_axis) {
-        diags.error(a.size->loc, "`auto` is used for two mesh axes, `" + auto_axis->name + "` and `" + m.name + "`",
+      if (!auto_axis.empty()) {
+        diags.error(a.size->loc, "`auto` is used for two mesh axes, `" + auto_axis + "` and `" + m.name + "`",
                     "`auto` means the world size divided by the other axes, so only one axis can have it");
-        continue;
+        m.is_auto = false;
+        sizes_known = false;
       }
     } else if (!c.integer(*a.size, "mesh axis `" + m.name + "`", m.size)) {
-      continue;
+      sizes_known = false;
     }
+    // An axis with a bad size is kept (size 0, unknown) so rules over it resolve.
     out.mesh.push_back(m);
-    if (m.is_auto) auto_axis = &out.mesh.back();
+    if (m.is_auto) auto_axis = m.name;
   }
-  if (world <= 0) return;
+  if (world <= 0 || !sizes_known) return;
   int64_t fixed = 1;
   std::string product;
   for (const MeshAxisSpec& m : out.mesh) {
@@ -225,7 +229,11 @@ void settings(const syntax::ParallelDecl& p, const Model& model, TrainSpec& trai
                     "(microbatches = N, axis = NAME)`");
   } else if (!split) {
     diags.error(pipeline->value->loc, "`pipeline` needs a split over `" + out.pipeline_axis + "`",
-                "split the stacked layers into stages: `split layers over " + out.pipeline_axis + "`");
+                model.repeat_dims.empty()
+                    ? "stages are contiguous blocks of a `repeat(n)` stack, and the model has none; stack its "
+                      "layers with `repeat` or drop `pipeline`"
+                    : "split the stacked layers into stages: `split " + model.repeat_dims[0] + " over " +
+                          out.pipeline_axis + "`");
   } else if (std::find(model.repeat_dims.begin(), model.repeat_dims.end(), split->dim) == model.repeat_dims.end()) {
     diags.error(split->loc, "pipeline stages split `" + split->dim + "`, which is not a `repeat` dim",
                 "stages are contiguous blocks of a `repeat(n)` stack; split its dim over `" + out.pipeline_axis + "`");

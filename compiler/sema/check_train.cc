@@ -75,8 +75,12 @@ void optimizer(const Expr& e, TrainSpec& t, Constants& c, diag::Diagnostics& dia
       if (tup.kind != Expr::Kind::Tuple || tup.kids.size() != 2) {
         diags.error(tup.loc, "`betas` expects two numbers, e.g. (0.9, 0.999)");
       } else if (c.number(*tup.kids[0], "`betas`", b1) && c.number(*tup.kids[1], "`betas`", b2)) {
-        if (b1 < 0 || b1 >= 1 || b2 < 0 || b2 >= 1)
-          diags.error(tup.loc, "`betas` must lie in [0, 1)");
+        for (int k = 0; k < 2; ++k) {
+          double b = k == 0 ? b1 : b2;
+          if (b < 0 || b >= 1)
+            diags.error(tup.kids[k]->loc, "`betas` must lie in [0, 1), got " + syntax::exprText(*tup.kids[k]),
+                        "each beta is a decay rate; PyTorch's default is (0.9, 0.999)");
+        }
         a["beta1"] = b1;
         a["beta2"] = b2;
       }
@@ -126,11 +130,13 @@ void checkTrain(const Program& prog, TrainSpec& t, diag::Diagnostics& diags) {
   static const std::vector<std::string> kKeys = {"batch", "accumulate", "epochs", "steps", "optimizer",
                                                  "schedule", "clip", "precision", "seed"};
   std::set<std::string> seen;
+  std::set<std::string> misspelt;  // settings that an unknown key was likely meant as
   Loc epochs_loc, steps_loc;
   for (const syntax::Setting& s : prog.train->settings) {
     const std::string& k = s.key.name;
     if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end()) {
       std::string hint = diag::didYouMean(k, kKeys);
+      if (!hint.empty()) misspelt.insert(diag::closest(k, kKeys));
       diags.error(s.key.loc, "unknown train setting `" + k + "`",
                   hint.empty() ? "settings: batch, accumulate, epochs, steps, optimizer, schedule, clip, precision, seed"
                                : hint);
@@ -173,7 +179,7 @@ void checkTrain(const Program& prog, TrainSpec& t, diag::Diagnostics& diags) {
                 "give one: `epochs = N` to pass over the data N times, or `steps = N` optimiser steps");
   if (!seen.count("optimizer"))
     t.optimizer_args = {{"lr", 0}, {"momentum", 0}, {"dampening", 0}, {"nesterov", 0}, {"weight_decay", 0}};
-  if (!seen.count("optimizer"))
+  if (!seen.count("optimizer") && !misspelt.count("optimizer"))
     diags.error(prog.train->loc, "`train` has no `optimizer`", "e.g. `optimizer = adamw(lr = 1e-3)`");
   if (!t.epochs && !t.steps) t.epochs = 1;
 

@@ -90,7 +90,12 @@ bool Constants::name(const Expr& e, const std::string& what, std::string& out) {
 
 bool Constants::bytes(const Expr& e, const std::string& what, int64_t& out) {
   if (e.kind == Expr::Kind::Error) return false;
-  if (e.kind == Expr::Kind::Number) return integer(e, what, out, 1);
+  if (e.kind == Expr::Kind::Number) {
+    // A bare number is ambiguous (bytes? MiB?): a size carries its unit.
+    diags_.error(e.loc, what + " needs a unit, got `" + syntax::exprText(e) + "`",
+                 "write a size such as `" + syntax::exprText(e) + " MiB`; units: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB");
+    return false;
+  }
   static const struct {
     const char* unit;
     double factor;

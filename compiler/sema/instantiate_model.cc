@@ -14,7 +14,10 @@
 #include "compiler/sema/instantiate_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <optional>
+#include <set>
 #include <tuple>
 
 #include "compiler/sema/resolve_names.h"
@@ -30,6 +33,10 @@ using syntax::Expr;
 using K = Value::Kind;
 constexpr int kMaxLayerDepth = 32;
 constexpr int kMaxCallDepth = 64;
+// A layer that holds or calls another twice, nested, doubles the work per
+// level; these totals keep such a spec from running for hours.
+constexpr int kMaxInstances = 10000;
+constexpr int kMaxLayerCalls = 100000;
 
 struct Frame {
   Instance* inst;
@@ -38,8 +45,8 @@ struct Frame {
 
 class Instantiator {
  public:
-  Instantiator(const Program& prog, int64_t batch, Model& out, diag::Diagnostics& diags)
-      : prog_(prog), batch_(batch), out_(out), diags_(diags) {}
+  Instantiator(const Program& prog, int64_t batch, Model& out, diag::Diagnostics& diags, ir::Graph* graph)
+      : prog_(prog), batch_(batch), out_(out), diags_(diags), graph_(graph) {}
 
   void run() {
     const syntax::LayerDecl& m = *prog_.model;
@@ -69,20 +76,24 @@ class Instantiator {
                    "bind the scalar to minimise: `loss = cross_entropy(logits, label, over = classes)`");
     } else {
       Value v = binding(model_, "loss", loss->name.loc);
+      if (graph_) graph_->loss = v.node;
       if (v.kind == K::Tensor && (!v.shape.scalar() || v.dtype != DType::F32))
         diags_.error(loss->value->loc,
                      "`loss` must be a scalar f32, got " + std::string(dtypeName(v.dtype)) + v.shape.str(),
                      v.shape.scalar() ? "convert it with cast(…, f32)"
-                                      : "reduce it, e.g. mean(…) over " + v.shape.names());
+                                      : "reduce it to a scalar, e.g. `mean(…)` averages over all of " + v.shape.names());
       else if (!v.isError() && v.kind != K::Tensor)
         diags_.error(loss->value->loc, "`loss` must be a scalar f32 tensor, got " + describe(v));
     }
     for (const syntax::Binding& b : m.bindings) {
       if (&b == loss || !model_.bindings.count(b.name.name)) continue;
       Value v = binding(model_, b.name.name, b.name.loc);
+      if (graph_ && b.is_metric && v.kind == K::Tensor && v.shape.scalar())
+        graph_->metrics.emplace_back(b.name.name, v.node);
       if (b.is_metric && v.kind == K::Tensor && !v.shape.scalar())
-        diags_.error(b.value->loc, "metric `" + b.name.name + "` must be a scalar, got " + v.shape.str(),
-                     "reduce it, e.g. mean(…)");
+        diags_.error(b.value->loc, "metric `" + b.name.name + "` must be a scalar, got " +
+                                       dtypeName(v.dtype) + v.shape.str(),
+                     "reduce it to a scalar, e.g. `mean(…)` averages over all of " + v.shape.names());
       else if (b.is_metric && !v.isError() && v.kind != K::Tensor && v.kind != K::Number)
         diags_.error(b.value->loc, "metric `" + b.name.name + "` must be a scalar, got " + describe(v));
     }
@@ -115,11 +126,12 @@ class Instantiator {
     Frame self{&inst, nullptr};
     for (const syntax::DimDef& d : l.dims) {
       int64_t size = 0;
-      if (dimValue(*d.value, self, size)) inst.env[d.name.name] = Value::ofDim(Dim{d.name.name, size});
+      if (inst.env.count(d.name.name)) continue;  // a duplicate, reported by resolve_names
+      if (dimValue(d.name.name, *d.value, self, size)) inst.env[d.name.name] = Value::ofDim(Dim{d.name.name, size});
       else inst.env[d.name.name] = Value::error();
     }
     for (const syntax::InputDecl& in : l.inputs) {
-      if (!l.is_model) continue;
+      if (!l.is_model || inst.env.count(in.name.name)) continue;
       Shape s;
       DType t = DType::F32;
       if (!in.type.elem) {
@@ -132,6 +144,12 @@ class Instantiator {
         inst.env[in.name.name] = Value::tensor(std::move(s), t);
       else
         inst.env[in.name.name] = Value::error();
+      if (graph_ && inst.env[in.name.name].kind == K::Tensor) {
+        Value& v = inst.env[in.name.name];
+        ir::Node n = node(ir::Op::Input, v, in.name.loc);
+        n.name = in.name.name;
+        v.node = graph_->add(std::move(n));
+      }
     }
     // Params and sub-layers in source order, so parameter paths list the
     // way the spec reads (neither depends on the other).
@@ -159,6 +177,7 @@ class Instantiator {
   }
 
   void param(Instance& inst, const syntax::ParamDecl& p, Frame& self) {
+    if (inst.env.count(p.name.name)) return;  // a duplicate, reported by resolve_names
     if (p.cond) {
       Value c = eval(*p.cond, self);
       if (c.kind != K::Bool) {
@@ -282,6 +301,7 @@ class Instantiator {
   }
 
   void subLayer(Instance& parent, const syntax::Binding& b, Frame& self) {
+    if (parent.env.count(b.name.name)) return;  // a duplicate, reported by resolve_names
     const Expr* call = b.value.get();
     std::vector<Dim> stack = parent.stack;
     if (call->kind == Expr::Kind::Repeat) {
@@ -320,6 +340,13 @@ class Instantiator {
       parent.env[b.name.name] = Value::error();
       return;
     }
+    if (++instances_ > kMaxInstances) {
+      if (instances_ == kMaxInstances + 1)
+        diags_.error(call->loc, "the model has more than " + std::to_string(kMaxInstances) + " layer instances",
+                     "`repeat(n) Layer(…)` stacks n copies as one instance");
+      parent.env[b.name.name] = Value::error();
+      return;
+    }
     auto inst = std::make_unique<Instance>();
     inst->decl = decl;
     inst->path = parent.path.empty() ? b.name.name : parent.path + "." + b.name.name;
@@ -330,7 +357,9 @@ class Instantiator {
       return;
     }
     active_.push_back(decl);
+    size_t first_error = diags_.all().size();
     setup(*inst, &self);
+    noteOutsideSpec(first_error, call->loc, "in `" + decl->name.name + "` instantiated here");
     active_.pop_back();
     out_.layer_paths.push_back(inst->path);
     for (const Dim& d : inst->stack)
@@ -388,10 +417,11 @@ class Instantiator {
 
   // ---- dims ---------------------------------------------------------------
 
-  bool dimValue(const Expr& e, Frame& f, int64_t& out) {
+  bool dimValue(const std::string& name, const Expr& e, Frame& f, int64_t& out) {
     if (!intExpr(e, f, out)) return false;
     if (out <= 0) {
-      diags_.error(e.loc, "a dim must be positive, got " + std::to_string(out));
+      diags_.error(e.loc, "dim `" + name + "` must be positive, got " + std::to_string(out),
+                   "a dim is the size of a tensor axis: 1 or more");
       return false;
     }
     return true;
@@ -413,6 +443,10 @@ class Instantiator {
           return true;
         }
         if (v.kind == K::Number && v.is_int) {
+          if (!(std::fabs(v.number) <= 9.2e18)) {  // also NaN, e.g. from inf - inf
+            diags_.error(e.loc, "dim size overflows 64 bits");
+            return false;
+          }
           out = static_cast<int64_t>(v.number);
           return true;
         }
@@ -423,7 +457,10 @@ class Instantiator {
       case Expr::Kind::Unary: {
         if (e.text != "-" && e.text != "+") break;
         if (!intExpr(*e.kids[0], f, out)) return false;
-        if (e.text == "-") out = -out;
+        if (e.text == "-" && __builtin_sub_overflow(int64_t{0}, out, &out)) {
+          diags_.error(e.loc, "dim size overflows 64 bits");
+          return false;
+        }
         return true;
       }
       case Expr::Kind::Binary: {
@@ -438,13 +475,17 @@ class Instantiator {
             diags_.error(e.loc, "division by zero in a dim size");
             return false;
           }
-          if (a % b != 0) {
+          if (b == -1) {
+            overflow = __builtin_sub_overflow(int64_t{0}, a, &out);  // INT64_MIN / -1 traps
+          } else if (a % b != 0) {
             diags_.error(e.loc, std::to_string(a) + " / " + std::to_string(b) + " leaves a remainder of " +
                                     std::to_string(a % b),
-                         "dim sizes divide exactly; " + syntax::exprText(e) + " must be a whole number");
+                         "a dim size is a whole number; choose sizes for which " + syntax::exprText(e) +
+                             " divides exactly");
             return false;
+          } else {
+            out = a / b;
           }
-          out = a / b;
         } else {
           break;
         }
@@ -470,7 +511,14 @@ class Instantiator {
     }
     Instance& inst = *f.inst;
     auto it = inst.env.find(name);
-    if (it != inst.env.end()) return it->second;
+    if (it != inst.env.end()) {
+      if (graph_ && it->second.kind == K::Tensor && isParam(inst, name)) {
+        Value v = it->second;
+        v.node = paramNode(inst, name, inst.stack.size());
+        return v;
+      }
+      return it->second;
+    }
     if (inst.bindings.count(name)) return binding(inst, name, loc);
     if (name == "batch") return Value::ofDim(Dim{"batch", batch_});
     if (auto t = parseDType(name)) {
@@ -497,16 +545,25 @@ class Instantiator {
 
   Value binding(Instance& inst, const std::string& name, Loc use) {
     auto done = inst.done.find(name);
-    if (done != inst.done.end()) return done->second;
+    // Inside an unrolled stack a binding differs per copy: no caching there.
+    if (done != inst.done.end() && (!graph_ || inst.stack.empty())) return done->second;
     const syntax::Binding* b = inst.bindings.at(name);
     if (inst.evaluating.count(name)) {
-      diags_.error(use, "`" + name + "` depends on itself",
+      std::string chain;
+      bool in_cycle = false;
+      for (const auto& [i, n] : binding_stack_) {
+        in_cycle |= i == &inst && n == name;
+        if (in_cycle) chain += n + " → ";
+      }
+      diags_.error(use, "`" + name + "` depends on itself (" + chain + name + ")",
                    "bindings may come in any order, but not in a cycle");
       return Value::error();
     }
     inst.evaluating.insert(name);
+    binding_stack_.emplace_back(&inst, name);
     Frame f{&inst, nullptr};
     Value v = eval(*b->value, f);
+    binding_stack_.pop_back();
     inst.evaluating.erase(name);
     inst.done[name] = v;
     return v;
@@ -541,7 +598,7 @@ class Instantiator {
         }
         if (x.kind == K::Number) return Value::num(e.text == "-" ? -x.number : x.number, x.is_int);
         if (x.kind == K::Dim) return Value::num(e.text == "-" ? -x.dim.size : x.dim.size, true);
-        if (x.kind == K::Tensor && x.dtype != DType::Bool) return x;
+        if (x.kind == K::Tensor && x.dtype != DType::Bool) return e.text == "-" ? emitUnary("neg", x, e.loc) : x;
         diags_.error(e.loc, "`" + e.text + "` cannot take " + describe(x));
         return Value::error();
       }
@@ -605,6 +662,7 @@ class Instantiator {
       for (const Dim& d : v.shape.dims) full.dims.push_back(d);
       v.shape = full;
     }
+    if (graph_ && is_param && v.kind == K::Tensor) v.node = paramNode(inst, e.text, currentStackDepth(f));
     return v;
   }
 
@@ -666,8 +724,8 @@ class Instantiator {
       if (op == ">") return Value::boolean(x > y);
       if (op == ">=") return Value::boolean(x >= y);
     }
-    if (op == "@") return contractRule(a, b, e.loc, diags_);
-    return binaryRule(op, a, b, e.loc, diags_);
+    if (op == "@") return emitBinary(op, a, b, contractRule(a, b, e.loc, diags_), e.loc);
+    return emitBinary(op, a, b, binaryRule(op, a, b, e.loc, diags_), e.loc);
   }
 
   Value call(const Expr& e, Frame& f) {
@@ -689,7 +747,7 @@ class Instantiator {
         locs[i] = bound[i]->loc;
         if (args[i]->isError()) return Value::error();
       }
-      return primitiveRule(fn.text, args, locs, e.loc, diags_);
+      return emitPrimitive(fn.text, args, primitiveRule(fn.text, args, locs, e.loc, diags_), e.loc);
     }
     if (fn.kind == K::LayerType) {
       diags_.error(callee.loc, "layer `" + fn.text + "` is called before it is instantiated",
@@ -723,7 +781,17 @@ class Instantiator {
     if (args.size() != fw.params.size()) {
       diags_.error(e.loc, "`" + syntax::exprText(*e.kids[0]) + "` takes " + std::to_string(fw.params.size()) +
                               " input" + (fw.params.size() == 1 ? "" : "s") + ", got " + std::to_string(args.size()),
-                   "forward of `" + decl.name.name + "` is declared at line " + std::to_string(fw.loc.line));
+                   "the forward of `" + decl.name.name + "` takes (" + [&] {
+                     std::string names;
+                     for (const syntax::Ident& p : fw.params) names += (names.empty() ? "" : ", ") + p.name;
+                     return names;
+                   }() + "), declared at line " + std::to_string(fw.loc.line));
+      return Value::error();
+    }
+    if (++calls_ > kMaxLayerCalls) {
+      if (calls_ == kMaxLayerCalls + 1)
+        diags_.error(e.loc, "the model's forward makes more than " + std::to_string(kMaxLayerCalls) + " layer calls",
+                     "a forward that calls a sub-layer several times multiplies the calls at each level");
       return Value::error();
     }
     if (++call_depth_ > kMaxCallDepth) {
@@ -731,20 +799,24 @@ class Instantiator {
       diags_.error(e.loc, "forward calls nested deeper than " + std::to_string(kMaxCallDepth));
       return Value::error();
     }
-    std::map<std::string, Value> locals;
-    for (size_t i = 0; i < args.size(); ++i) locals[fw.params[i].name] = args[i];
-    Frame inner{&inst, &locals};
-    for (const syntax::Let& let : fw.lets) {
-      Value v = eval(*let.value, inner);
-      locals[let.name.name] = v;
-    }
     Value out;
-    if (!fw.result) {
-      diags_.error(fw.body_end, "forward of `" + decl.name.name + "` has no `return`",
-                   "end the block with `return EXPR`");
-      out = Value::error();
-    } else {
-      out = eval(*fw.result, inner);
+    // Lowering unrolls a stack: copy c reads slice c of every stacked
+    // parameter and feeds the next copy.
+    int64_t copies = 1;
+    size_t outer = f.inst->stack.size();
+    if (graph_)
+      for (size_t d = outer; d < inst.stack.size(); ++d) copies *= inst.stack[d].size;
+    for (int64_t c = 0; c < copies; ++c) {
+      if (graph_) {
+        int64_t rest = c;
+        for (size_t d = inst.stack.size(); d-- > outer;) {
+          copy_[inst.stack[d].name] = rest % inst.stack[d].size;
+          rest /= inst.stack[d].size;
+        }
+      }
+      if (c > 0) args[0] = out;
+      out = forwardBody(e, inst, fw, args);
+      if (out.isError()) break;
     }
     --call_depth_;
     // A stack's copies chain: each must return what it takes.
@@ -760,20 +832,58 @@ class Instantiator {
     return out;
   }
 
+  Value forwardBody(const Expr& e, Instance& inst, const syntax::Forward& fw, const std::vector<Value>& args) {
+    const syntax::LayerDecl& decl = *inst.decl;
+    std::map<std::string, Value> locals;
+    for (size_t i = 0; i < args.size(); ++i) locals[fw.params[i].name] = args[i];
+    Frame inner{&inst, &locals};
+    size_t first_error = diags_.all().size();
+    for (const syntax::Let& let : fw.lets) {
+      Value v = eval(*let.value, inner);
+      locals[let.name.name] = v;
+    }
+    Value out;
+    if (!fw.result) {
+      diags_.error(fw.body_end, "forward of `" + decl.name.name + "` has no `return`",
+                   "end the block with `return EXPR`");
+      out = Value::error();
+    } else {
+      out = eval(*fw.result, inner);
+    }
+    noteOutsideSpec(first_error, e.loc, "in the forward of `" + decl.name.name + "` called here");
+    return out;
+  }
+
+#include "compiler/sema/lower_ops.inc"
+
+  // An error inside a layer of another file (the stdlib, an import) also
+  // points, level by level, at the lines that led there.
+  void noteOutsideSpec(size_t first_error, Loc here, const std::string& message) {
+    for (size_t i = first_error; i < diags_.all().size(); ++i)
+      if (diags_.all()[i].loc.file != prog_.spec_file) diags_.addNote(i, here, message);
+  }
+
   const Program& prog_;
   int64_t batch_;
   Model& out_;
   diag::Diagnostics& diags_;
   Instance model_;
   std::vector<const syntax::LayerDecl*> active_;
+  std::vector<std::pair<const Instance*, std::string>> binding_stack_;  // bindings being evaluated
+  ir::Graph* graph_ = nullptr;
+  std::map<std::string, int64_t> copy_;           // stack dim → the copy being lowered
+  std::map<std::string, int> param_nodes_;        // "path@copies" → node
   int call_depth_ = 0;
+  int instances_ = 0;
+  int calls_ = 0;
 };
 
 }  // namespace
 
-void instantiateModel(const Program& prog, int64_t batch, Model& out, diag::Diagnostics& diags) {
+void instantiateModel(const Program& prog, int64_t batch, Model& out, diag::Diagnostics& diags, ir::Graph* graph) {
   if (!prog.model) return;
-  Instantiator(prog, batch, out, diags).run();
+  Instantiator(prog, batch, out, diags, graph).run();
+  if (graph) graph->forward_end = static_cast<int>(graph->nodes.size());
   for (const ParamInfo& p : out.params)
     for (const Dim& d : p.shape.dims) out.all_dims.emplace(d.name, d.size);
   for (const InputInfo& i : out.inputs)

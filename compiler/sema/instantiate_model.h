@@ -6,10 +6,16 @@
 
 #include "compiler/sema/program.h"
 #include "compiler/sema/spec.h"
+#include "core/graph.h"
 
 namespace dtl::sema {
 
 // `batch` is the per-rank micro-batch (train.batch) for shape checking.
-void instantiateModel(const Program& prog, int64_t batch, Model& out, diag::Diagnostics& diags);
+// With `graph`, the same evaluation also lowers the model to the forward
+// training graph: every tensor operation becomes a node, `repeat` stacks are
+// unrolled copy by copy (each copy slicing its parameters), layer calls are
+// inlined.
+void instantiateModel(const Program& prog, int64_t batch, Model& out, diag::Diagnostics& diags,
+                      ir::Graph* graph = nullptr);
 
 }  // namespace dtl::sema

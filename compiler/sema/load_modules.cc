@@ -22,7 +22,8 @@ namespace {
 
 bool readFile(const std::string& path, std::string& out) {
   std::error_code ec;
-  if (fs::is_directory(path, ec)) return false;
+  // Regular files only: a folder fails, a device (/dev/zero) or FIFO never ends.
+  if (!fs::is_regular_file(path, ec)) return false;
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
   std::ostringstream ss;
@@ -65,16 +66,17 @@ void loadModules(Program& prog, diag::SourceManager& sources, int spec_file,
       if (p.is_relative()) p = dir_of[m.file] / p;
       p = p.lexically_normal();
       if (!loaded.insert(p.string()).second) continue;
-      std::string text;
-      if (imp.path.empty() || !readFile(p.string(), text)) {
-        diags.error(imp.loc, "cannot read imported file `" + imp.path + "`",
-                    "imports are relative to the importing file: looked for " + p.string());
-        continue;
-      }
       // Imported files are named as the import wrote them, joined to the
       // importing file's name, so diagnostics stay short and stable.
       fs::path shown = fs::path(sources.name(m.file)).parent_path() / imp.path;
       if (fs::path(imp.path).is_absolute()) shown = imp.path;
+      std::string text;
+      if (imp.path.empty() || !readFile(p.string(), text)) {
+        diags.error(imp.loc, "cannot read imported file `" + imp.path + "`",
+                    "imports are relative to the importing file: looked for " +
+                        shown.lexically_normal().string());
+        continue;
+      }
       int f = sources.add(shown.lexically_normal().string(), std::move(text));
       dir_of[f] = p.parent_path();
       prog.modules.push_back(std::make_unique<syntax::Module>(syntax::parseFile(sources, f, diags)));

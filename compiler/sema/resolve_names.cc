@@ -7,8 +7,11 @@
 // as the callee of `init`. Each body is checked on its own.
 #include "compiler/sema/resolve_names.h"
 
+#include <algorithm>
+#include <cctype>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "compiler/sema/signatures.h"
 #include "core/dtype.h"
@@ -29,22 +32,28 @@ class Resolver {
 
   void body(const syntax::LayerDecl& l) {
     names_.clear();
-    std::map<std::string, Loc> defined;
+    std::map<std::string, std::pair<Loc, const char*>> defined;
     auto define = [&](const syntax::Ident& id, const char* what) {
-      auto [it, fresh] = defined.emplace(id.name, id.loc);
+      auto [it, fresh] = defined.emplace(id.name, std::make_pair(id.loc, what));
       if (!fresh) {
         diags_.error(id.loc, std::string("`") + id.name + "` is already defined in `" + l.name.name + "`",
-                     "the first definition is at line " + std::to_string(it->second.line) +
-                         "; " + what + " names must be unique in a body");
+                     std::string("it is first defined as ") + it->second.second + " at line " +
+                         std::to_string(it->second.first.line) + "; names in a body are unique, so rename one");
         return;
       }
       names_.insert(id.name);
     };
-    for (const auto& a : l.args) define(a.name, "argument");
-    for (const auto& d : l.dims) define(d.name, "dim");
-    for (const auto& p : l.params) define(p.name, "parameter");
-    for (const auto& in : l.inputs) define(in.name, "input");
-    for (const auto& b : l.bindings) define(b.name, "binding");
+    // In source order, so the later of two definitions is the one reported.
+    std::vector<std::pair<const syntax::Ident*, const char*>> defs;
+    for (const auto& a : l.args) defs.emplace_back(&a.name, "an argument");
+    for (const auto& d : l.dims) defs.emplace_back(&d.name, "a dim");
+    for (const auto& p : l.params) defs.emplace_back(&p.name, "a parameter");
+    for (const auto& in : l.inputs) defs.emplace_back(&in.name, "an input");
+    for (const auto& b : l.bindings) defs.emplace_back(&b.name, "a binding");
+    std::stable_sort(defs.begin(), defs.end(), [](const auto& x, const auto& y) {
+      return std::tie(x.first->loc.line, x.first->loc.col) < std::tie(y.first->loc.line, y.first->loc.col);
+    });
+    for (const auto& [id, what] : defs) define(*id, what);
     if (l.forwards.size() > 1)
       diags_.error(l.forwards[1].loc, "a second `forward` in `" + l.name.name + "`",
                    "a layer has one forward; give it several parameters instead");
@@ -102,6 +111,8 @@ class Resolver {
         if (!e.kids.empty() && e.kids[0]->kind == Expr::Kind::Name &&
             prog_.layers.count(e.kids[0]->text) && !local.count(e.kids[0]->text) &&
             !names_.count(e.kids[0]->text)) {
+        } else if (!e.kids.empty() && e.kids[0]->kind == Expr::Kind::Name) {
+          name(*e.kids[0], local, true);
         } else if (!e.kids.empty()) {
           expr(*e.kids[0], local);
         }
@@ -113,9 +124,17 @@ class Resolver {
     }
   }
 
-  void name(const Expr& e, const std::set<std::string>& local) {
+  void name(const Expr& e, const std::set<std::string>& local, bool callee = false) {
     const std::string& n = e.text;
     if (local.count(n) || names_.count(n) || isGlobalName(n) || prog_.layers.count(n)) return;
+    // A capitalised callee is meant as a layer (layers are named `Linear`,
+    // primitives `relu`): suggest among the layers in scope.
+    if (callee && std::isupper(static_cast<unsigned char>(n[0]))) {
+      std::vector<std::string> layers;
+      for (const auto& [ln, decl] : prog_.layers) layers.push_back(ln);
+      diags_.error(e.loc, "unknown layer `" + n + "`", diag::didYouMean(n, layers));
+      return;
+    }
     std::vector<std::string> cands(local.begin(), local.end());
     cands.insert(cands.end(), names_.begin(), names_.end());
     for (const auto& [ln, decl] : prog_.layers) cands.push_back(ln);

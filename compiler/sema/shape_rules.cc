@@ -42,10 +42,11 @@ bool alignShapes(const Shape& a, const Shape& b, Shape& out, Loc loc, const std:
     int j = b.find(d.name);
     if (j >= 0 && b.dims[j].size != d.size) {
       diags.error(loc,
-                  "dim `" + d.name + "` is " + std::to_string(d.size) + " in the left operand of " +
-                      what + " but " + std::to_string(b.dims[j].size) + " in the right",
-                  "left is " + a.str() + ", right is " + b.str() +
-                      "; dims with one name must have one size");
+                  what + " of " + a.str() + " and " + b.str() + ": dim `" + d.name + "` is " +
+                      std::to_string(d.size) + " on the left but " + std::to_string(b.dims[j].size) +
+                      " on the right",
+                  "operands align by dim name, so a name must have one size; rename one of the two `" +
+                      d.name + "` dims or make their sizes agree");
       return false;
     }
   }
@@ -126,9 +127,11 @@ Value contractRule(const Value& a, const Value& b, Loc loc, diag::Diagnostics& d
     if (j < 0) continue;
     if (b.shape.dims[j].size != d.size) {
       diags.error(loc,
-                  "`@` contracts `" + d.name + "` but it is " + std::to_string(d.size) +
-                      " on the left and " + std::to_string(b.shape.dims[j].size) + " on the right",
-                  "left is " + a.shape.str() + ", right is " + b.shape.str());
+                  "`@` of " + a.shape.str() + " and " + b.shape.str() + ": the contracted dim `" + d.name +
+                      "` is " + std::to_string(d.size) + " on the left but " +
+                      std::to_string(b.shape.dims[j].size) + " on the right",
+                  "operands align by dim name, so a name must have one size; rename one of the two `" +
+                      d.name + "` dims or make their sizes agree");
       return Value::error();
     }
     shared.push_back(d.name);

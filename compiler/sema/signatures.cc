@@ -114,6 +114,9 @@ bool bindArguments(const syntax::Expr& call, const Signature& sig, const std::st
   bool ok = true;
   size_t positional = 0;
   bool seen_named = false;
+  bool unknown_name = false;  // a misspelt name may be the missing argument
+  bool too_many = false;      // reported at the first extra argument only
+  const size_t given = call.kids.empty() ? 0 : call.kids.size() - 1;
   std::vector<std::string> names;
   for (const ParamSig& p : sig.params) names.push_back(p.name);
   for (size_t i = 1; i < call.kids.size(); ++i) {
@@ -127,9 +130,12 @@ bool bindArguments(const syntax::Expr& call, const Signature& sig, const std::st
         continue;
       }
       if (positional >= sig.params.size()) {
+        ok = false;
+        if (too_many) continue;
+        too_many = true;
         diags.error(arg->loc,
                     what + " takes " + std::to_string(sig.params.size()) + " argument" +
-                        (sig.params.size() == 1 ? "" : "s") + ", got more",
+                        (sig.params.size() == 1 ? "" : "s") + ", got " + std::to_string(given),
                     sig.params.empty() ? "call it without arguments"
                                        : "its arguments are (" + [&] {
                                            std::string s;
@@ -154,6 +160,7 @@ bool bindArguments(const syntax::Expr& call, const Signature& sig, const std::st
       }
       diags.error(call.arg_name_locs[i - 1], what + " has no argument `" + n + "`", hint);
       ok = false;
+      unknown_name = true;
       continue;
     }
     if (result[k]) {
@@ -164,7 +171,7 @@ bool bindArguments(const syntax::Expr& call, const Signature& sig, const std::st
     result[k] = arg;
   }
   for (size_t k = 0; k < sig.params.size(); ++k) {
-    if (sig.params[k].required && !result[k]) {
+    if (sig.params[k].required && !result[k] && !unknown_name) {
       diags.error(call.loc, what + " needs argument `" + sig.params[k].name + "`");
       ok = false;
     }

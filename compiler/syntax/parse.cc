@@ -8,6 +8,8 @@
 // 4. Walk the tree into ast.h nodes (depth-capped as well).
 #include "compiler/syntax/parse.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <exception>
 
@@ -61,12 +63,46 @@ std::string foundText(antlr4::Token* t) {
   return "`" + s + "`";
 }
 
+// Words that start a declaration: met inside a block, they usually mean the
+// block's `}` is missing.
+bool startsDecl(const std::string& s) {
+  return s == "import" || s == "layer" || s == "model" || s == "data" || s == "train" || s == "parallel";
+}
+
+// ANTLR's recovery, except that a declaration keyword inside a block is not
+// skipped as junk: the block's `}` is then reported missing (and inserted),
+// and the next declaration parses normally.
+class Recovery : public antlr4::DefaultErrorStrategy {
+ public:
+  void sync(antlr4::Parser* parser) override {
+    antlr4::Token* t = parser->getCurrentToken();
+    if (t && t->getType() != P::ID && startsDecl(t->getText())) {
+      bool expected = false;
+      try {
+        expected = parser->getExpectedTokens().contains(t->getType());
+      } catch (...) {
+      }
+      if (!expected) return;
+    }
+    DefaultErrorStrategy::sync(parser);
+  }
+};
+
 class ErrorListener : public antlr4::BaseErrorListener {
  public:
-  ErrorListener(int file, diag::Diagnostics& diags) : file_(file), diags_(diags) {}
+  ErrorListener(int file, diag::Diagnostics& diags, std::vector<size_t> lexical_errors)
+      : file_(file), diags_(diags), lexical_errors_(std::move(lexical_errors)) {}
 
   void syntaxError(antlr4::Recognizer* recognizer, antlr4::Token* offending, size_t line,
                    size_t col, const std::string& msg, std::exception_ptr) override {
+    auto* parser = dynamic_cast<antlr4::Parser*>(recognizer);
+    // One error per token: ANTLR may report the same token twice while it
+    // recovers ("extraneous" and then "missing").
+    if (offending && offending->getType() != antlr4::Token::EOF) {
+      if (offending->getTokenIndex() == last_index_) return;
+      last_index_ = offending->getTokenIndex();
+    }
+    if (parser && offending && afterLexicalError(parser, offending)) return;
     Loc l;
     l.file = file_;
     l.line = static_cast<int>(line);
@@ -75,19 +111,31 @@ class ErrorListener : public antlr4::BaseErrorListener {
     if (offending && offending->getType() != antlr4::Token::EOF)
       l.len = static_cast<int>(std::max<size_t>(1, offending->getText().size()));
     std::string expected;
-    if (auto* parser = dynamic_cast<antlr4::Parser*>(recognizer)) {
+    std::vector<std::string> keywords;  // expected words, for a did-you-mean
+    bool expects_close = false;
+    if (parser) {
       antlr4::misc::IntervalSet set;
       try {
         set = parser->getExpectedTokens();
       } catch (...) {
       }
       std::vector<std::string> names;
+      auto add = [&](const std::string& n) {
+        if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+      };
       for (ssize_t t : set.toList()) {
         std::string n = parser->getVocabulary().getDisplayName(t);
-        if (n == "UNKNOWN" || n == "COMMENT" || n == "WS") continue;
-        names.push_back(tokenDisplay(n));
+        if (n == "UNKNOWN" || n == "COMMENT" || n == "WS" || n == "';'") continue;
+        // `over`, `every` and `keep` are names outside their statements.
+        if (n == "'over'" || n == "'every'" || n == "'keep'") n = "ID";
+        if (n.size() > 2 && n.front() == '\'' && std::isalpha(static_cast<unsigned char>(n[1])))
+          keywords.push_back(n.substr(1, n.size() - 2));
+        if (n == "'}'") expects_close = true;
+        add(tokenDisplay(n));
       }
-      if (!names.empty() && names.size() <= 5) {
+      // End of file is worth naming only when nothing else fits.
+      if (names.size() > 1) names.erase(std::remove(names.begin(), names.end(), "end of file"), names.end());
+      if (!names.empty() && names.size() <= 6) {
         for (size_t i = 0; i < names.size(); ++i) {
           if (i) expected += i + 1 == names.size() ? " or " : ", ";
           expected += names[i];
@@ -95,7 +143,9 @@ class ErrorListener : public antlr4::BaseErrorListener {
       }
     }
     std::string message;
-    if (msg.rfind("missing ", 0) == 0 && !expected.empty()) {
+    if (expects_close && offending && offending->getType() == antlr4::Token::EOF) {
+      message = "expected `}` before end of file";
+    } else if (msg.rfind("missing ", 0) == 0 && !expected.empty()) {
       message = "expected " + expected + " before " + foundText(offending);
     } else if (!expected.empty()) {
       message = "expected " + expected + ", found " + foundText(offending);
@@ -103,17 +153,59 @@ class ErrorListener : public antlr4::BaseErrorListener {
       message = "unexpected " + foundText(offending);
     }
     std::string hint;
-    if (offending && offending->getType() == P::ID && isKeywordLike(offending->getText()))
+    if (offending && offending->getType() != P::ID && startsDecl(offending->getText()))
       hint = "`" + offending->getText() + "` starts a declaration; is a `}` missing above?";
-    diags_.error(l, message, hint);
+    else if (offending && offending->getType() == P::ID)
+      hint = diag::didYouMean(offending->getText(), keywords);
+    diag::Diagnostic& d = diags_.error(l, message, hint);
+    // Point at the `{` that a missing `}` would close.
+    bool missing_close = expects_close && (expected == "`}`" || !offending ||
+                                           offending->getType() == antlr4::Token::EOF ||
+                                           (offending->getType() != P::ID && startsDecl(offending->getText())));
+    if (missing_close && parser && parser->getContext()) {
+      antlr4::Token* open = nullptr;
+      for (antlr4::tree::ParseTree* ctx = parser->getContext(); ctx && !open; ctx = ctx->parent) {
+        for (antlr4::tree::ParseTree* ch : ctx->children) {
+          auto* term = dynamic_cast<antlr4::tree::TerminalNode*>(ch);
+          if (term && term->getSymbol()->getText() == "{") open = term->getSymbol();
+        }
+      }
+      if (open) {
+        diag::Diagnostic note;
+        note.severity = diag::Severity::Note;
+        note.loc = tokenLoc(file_, open);
+        note.message = "to match this `{`";
+        d.notes.push_back(std::move(note));
+      }
+    }
   }
 
  private:
-  static bool isKeywordLike(const std::string& s) {
-    return s == "layer" || s == "model" || s == "data" || s == "train" || s == "parallel";
+  // A syntax error in a declaration that already has a lexical error (an
+  // unterminated string, a stray character) is most likely its echo.
+  bool afterLexicalError(antlr4::Parser* parser, antlr4::Token* offending) const {
+    if (lexical_errors_.empty()) return false;
+    size_t start = 0;
+    antlr4::ParserRuleContext* ctx = parser->getContext();
+    while (ctx && ctx->parent && dynamic_cast<P::FileContext*>(ctx->parent) == nullptr)
+      ctx = dynamic_cast<antlr4::ParserRuleContext*>(ctx->parent);
+    if (auto* file = dynamic_cast<P::FileContext*>(ctx)) {
+      // Between declarations: the one before it may have run over.
+      std::vector<P::DeclContext*> decls = file->decl();
+      if (!decls.empty() && decls.back()->getStart()) start = decls.back()->getStart()->getTokenIndex();
+    } else if (ctx && ctx->getStart()) {
+      start = ctx->getStart()->getTokenIndex();
+    }
+    size_t at = offending->getTokenIndex();
+    for (size_t e : lexical_errors_)
+      if (e >= start && e <= at) return true;
+    return false;
   }
+
   int file_;
   diag::Diagnostics& diags_;
+  std::vector<size_t> lexical_errors_;  // token indexes
+  size_t last_index_ = static_cast<size_t>(-1);
 };
 
 bool validUtf8(const std::string& s, size_t& bad) {
@@ -170,17 +262,26 @@ bool isOperandEnd(antlr4::Token* t) {
 
 // Step 2: stray characters and a nesting bound that covers every way the
 // parser recurses (brackets, prefix operators, `repeat`, `->` chains).
-bool scanTokens(int file, antlr4::CommonTokenStream& tokens, diag::Diagnostics& diags) {
+bool scanTokens(int file, antlr4::CommonTokenStream& tokens, diag::Diagnostics& diags,
+                std::vector<size_t>& lexical_errors) {
   std::vector<int> bases;
   int depth = 0;
   antlr4::Token* prev = nullptr;
+  size_t string_line = 0;  // the line of an unterminated string: the rest is its text
   for (antlr4::Token* t : tokens.getTokens()) {
+    if (string_line && t->getLine() == string_line && t->getType() != antlr4::Token::EOF) {
+      if (auto* w = dynamic_cast<antlr4::WritableToken*>(t)) w->setChannel(antlr4::Token::HIDDEN_CHANNEL);
+      continue;
+    }
     if (t->getType() == P::UNKNOWN) {
       std::string s = t->getText();
-      if (s == "\"")
+      lexical_errors.push_back(t->getTokenIndex());
+      if (s == "\"") {
         diags.error(tokenLoc(file, t), "unterminated string", "a string ends with `\"` on the same line");
-      else
+        string_line = t->getLine();
+      } else {
         diags.error(tokenLoc(file, t), "unexpected character `" + s + "`");
+      }
       continue;
     }
     if (t->getChannel() != antlr4::Token::DEFAULT_CHANNEL) continue;
@@ -462,9 +563,10 @@ class Builder {
 
   void decl(P::DeclContext* c, Module& m) {
     if (auto* x = dynamic_cast<P::ImportDeclContext*>(c)) {
+      if (!x->STRING()) return;  // reported as a syntax error
       Import imp;
-      imp.loc = ctxLoc(file_, c);
-      if (x->STRING()) imp.path = unescape(x->STRING()->getText());
+      imp.loc = tokenLoc(file_, x->STRING()->getSymbol());
+      imp.path = unescape(x->STRING()->getText());
       m.imports.push_back(std::move(imp));
     } else if (auto* x = dynamic_cast<P::LayerDeclContext*>(c)) {
       LayerDecl l;
@@ -580,10 +682,12 @@ bool withParser(const diag::SourceManager& src, int file, diag::Diagnostics& dia
     lexer.removeErrorListeners();
     antlr4::CommonTokenStream tokens(&lexer);
     tokens.fill();
-    if (!scanTokens(file, tokens, diags)) return false;
+    std::vector<size_t> lexical_errors;
+    if (!scanTokens(file, tokens, diags, lexical_errors)) return false;
     dtl_gen::DtlParser parser(&tokens);
+    parser.setErrorHandler(std::make_shared<Recovery>());
     parser.removeErrorListeners();
-    ErrorListener listener(file, diags);
+    ErrorListener listener(file, diags, std::move(lexical_errors));
     parser.addErrorListener(&listener);
     fn(parser);
     return true;

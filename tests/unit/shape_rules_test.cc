@@ -34,7 +34,7 @@ TEST_F(Rules, BroadcastAlignsByNameAndKeepsTheLargerOrder) {
 
 TEST_F(Rules, BroadcastRejectsOneNameWithTwoSizes) {
   EXPECT_TRUE(binaryRule("+", t({B, H}), t({Dim{"hidden", 32}}), at, diags).isError());
-  EXPECT_EQ(firstError(), "dim `hidden` is 16 in the left operand of `+` but 32 in the right");
+  EXPECT_EQ(firstError(), "`+` of [batch=8, hidden=16] and [hidden=32]: dim `hidden` is 16 on the left but 32 on the right");
 }
 
 TEST_F(Rules, ArithmeticRejectsMixedTypesAndBools) {

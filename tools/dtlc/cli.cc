@@ -38,8 +38,10 @@ const char* kCheckHelp =
     "                       expression. Keys: model.DIM, train.KEY, data.KEY,\n"
     "                       parallel.KEY, parallel.mesh.AXIS. Repeatable.\n"
     "                       e.g. --set model.hidden=256 --set 'parallel.bucket=1 MiB'\n"
-    "  --emit=ast|sema      print a stage's output instead of the summary:\n"
-    "                       ast (the syntax tree) or sema (the checked model)\n"
+    "  --emit=STAGE         print a stage's output instead of the summary:\n"
+    "                       ast (the syntax tree), sema (the checked model),\n"
+    "                       ir (the forward graph) or grad (forward, backward\n"
+    "                       and optimiser updates)\n"
     "  -h, --help           this help\n"
     "\n"
     "exit status: 0 the spec is good, 1 the spec has errors, 2 usage error\n";
@@ -87,7 +89,8 @@ std::string parseCheck(const std::vector<std::string>& args, Flags& f) {
       f.fe.sets.push_back(value);
     } else if (a == "--emit") {
       if (!next("--emit")) return "--emit needs a stage: ast or sema";
-      if (value != "ast" && value != "sema") return "--emit is ast or sema, got '" + value + "'";
+      if (value != "ast" && value != "sema" && value != "ir" && value != "grad")
+        return "--emit is ast, sema, ir or grad, got '" + value + "'";
       f.emit = value;
     } else if (a.rfind("-", 0) == 0 && a.size() > 1) {
       return "unknown option '" + args[i] + "' (see dtlc check --help)";
@@ -116,7 +119,11 @@ int check(const std::vector<std::string>& args, std::string& out, std::string& e
     return 2;
   }
   driver::Frontend fe;
-  int status = fe.run(f.spec, f.fe, f.emit == "ast" ? driver::Stop::Ast : driver::Stop::Sema);
+  driver::Stop stop = f.emit == "ast"    ? driver::Stop::Ast
+                      : f.emit == "ir"   ? driver::Stop::Ir
+                      : f.emit == "grad" ? driver::Stop::Grad
+                                         : driver::Stop::Sema;
+  int status = fe.run(f.spec, f.fe, stop);
   if (status == 2) {
     for (const std::string& u : fe.usageErrors()) err += "dtlc check: " + u + "\n";
     return 2;
@@ -128,6 +135,10 @@ int check(const std::vector<std::string>& args, std::string& out, std::string& e
   if (f.emit == "ast") {
     for (const auto& m : fe.program().modules)
       if (m->file == fe.program().spec_file) out += syntax::printAst(*m);
+    return 0;
+  }
+  if (f.emit == "ir" || f.emit == "grad") {
+    out += ir::printGraph(fe.graph(), f.emit == "grad");
     return 0;
   }
   if (f.emit == "sema") {

@@ -1,0 +1,288 @@
+// Reverse-mode autodiff.
+//
+// 1. Mark the nodes on a path from a parameter to the loss.
+// 2. Seed d(loss) = 1 and visit the forward nodes in reverse order; each
+//    marked node's gradient (the sum of its consumers' contributions) is
+//    pushed to its inputs by the node's rule below.
+// 3. Parameter gradients are summed per path (a stacked parameter gets one
+//    slice_grad per copy) and recorded in g.grads in forward order of the
+//    parameters, so printing and bucketing are deterministic.
+#include "compiler/ir/autodiff.h"
+
+#include <map>
+#include <set>
+
+namespace dtl::ir {
+
+namespace {
+
+class Backward {
+ public:
+  explicit Backward(Graph& g) : g_(g), grad_(g.nodes.size(), -1), needs_(g.nodes.size(), false) {}
+
+  void run() {
+    int end = g_.forward_end;
+    for (int i = 0; i < end; ++i) {
+      const Node& n = g_[i];
+      if (n.op == Op::Param) needs_[i] = true;
+      if (n.op == Op::Argmax || n.op == Op::Arange || n.dtype == DType::Bool || !isFloat(n.dtype)) continue;
+      if (n.op == Op::Binary && (n.fn == "eq" || n.fn == "ne" || n.fn == "lt" || n.fn == "le" || n.fn == "gt" ||
+                                 n.fn == "ge"))
+        continue;
+      for (int in : n.inputs)
+        if (needs_[in]) needs_[i] = true;
+    }
+    if (g_.loss < 0 || !needs_[g_.loss]) return;
+    Node one = like(g_[g_.loss], Op::Const);
+    one.scalar = 1;
+    grad_[g_.loss] = g_.add(one);
+    for (int i = g_.loss; i >= 0; --i) {
+      if (grad_[i] < 0 || !needs_[i]) continue;
+      visit(i);
+    }
+    // Parameters in forward order; contributions summed.
+    std::map<std::string, int> sum;
+    std::vector<std::string> order;
+    for (int i = 0; i < end; ++i) {
+      const Node& n = g_[i];
+      if (n.op != Op::Param || grad_[i] < 0) continue;
+      if (!sum.count(n.name)) order.push_back(n.name);
+      sum[n.name] = sum.count(n.name) ? add(sum[n.name], grad_[i]) : grad_[i];
+    }
+    for (const std::string& p : order) g_.grads.emplace_back(p, sum[p]);
+  }
+
+ private:
+  Node like(const Node& of, Op op) {
+    Node n;
+    n.op = op;
+    n.shape = of.shape;
+    n.dtype = of.dtype;
+    n.where = of.where;
+    return n;
+  }
+
+  int make(Op op, const Node& shape_of, std::vector<int> inputs, const std::string& fn = "") {
+    Node n = like(shape_of, op);
+    n.inputs = std::move(inputs);
+    n.fn = fn;
+    return g_.add(std::move(n));
+  }
+
+  int add(int a, int b) {
+    Node n = like(g_[a], Op::Binary);
+    n.fn = "add";
+    n.inputs = {a, b};
+    return g_.add(std::move(n));
+  }
+
+  void contribute(int input, int grad) {
+    if (!needs_[input]) return;
+    grad_[input] = grad_[input] < 0 ? grad : add(grad_[input], grad);
+  }
+
+  // The gradient `gid` (shaped like the output) summed down to `target`'s shape.
+  int reduceTo(int gid, int target) {
+    if (g_[gid].shape == g_[target].shape) return gid;
+    Node n = like(g_[target], Op::ReduceTo);
+    n.inputs = {gid};
+    return g_.add(std::move(n));
+  }
+
+  int alignTo(int gid, const Node target) {  // by value: adding nodes moves the vector
+    if (g_[gid].shape == target.shape) return gid;
+    Node n = like(target, Op::Align);
+    n.inputs = {gid};
+    return g_.add(std::move(n));
+  }
+
+  int scalarConst(double v, const Node& like_node) {
+    Node n;
+    n.op = Op::Const;
+    n.dtype = like_node.dtype;
+    n.scalar = v;
+    n.where = like_node.where;
+    return g_.add(std::move(n));
+  }
+
+  void visit(int i) {
+    const Node n = g_[i];  // copy: g_.add may reallocate
+    int gy = grad_[i];
+    switch (n.op) {
+      case Op::Param:
+      case Op::Input:
+      case Op::Const:
+      case Op::Arange:
+      case Op::Argmax:
+        return;
+      case Op::Slice: {
+        Node s = like(g_[n.inputs[0]], Op::SliceGrad);
+        s.inputs = {gy};
+        s.names = n.names;
+        s.index = n.index;
+        s.name = n.name;
+        contribute(n.inputs[0], g_.add(std::move(s)));
+        return;
+      }
+      case Op::Align:
+        contribute(n.inputs[0], reduceTo(gy, n.inputs[0]));
+        return;
+      case Op::ReduceTo:
+        contribute(n.inputs[0], alignTo(gy, g_[n.inputs[0]]));
+        return;
+      case Op::Reshape:
+      case Op::Cast:
+        contribute(n.inputs[0], make(n.op, g_[n.inputs[0]], {gy}));
+        return;
+      case Op::Unary:
+        if (n.fn == "neg") contribute(n.inputs[0], make(Op::Unary, n, {gy}, "neg"));
+        else contribute(n.inputs[0], make(Op::UnaryGrad, n, {n.inputs[0], gy}, n.fn));
+        return;
+      case Op::Binary: binary(n, gy); return;
+      case Op::Contract: {
+        int a = n.inputs[0], b = n.inputs[1];
+        const Node na = g_[a], nb = g_[b];
+        if (needs_[a]) contribute(a, alignTo(contractShape(gy, b, na), na));
+        if (needs_[b]) contribute(b, alignTo(contractShape(a, gy, nb), nb));
+        return;
+      }
+      case Op::Reduce: {
+        const Node x = g_[n.inputs[0]];
+        if (n.fn == "max") {
+          Node m = like(x, Op::MaxGrad);
+          m.inputs = {n.inputs[0], gy};
+          m.names = n.names;
+          contribute(n.inputs[0], g_.add(std::move(m)));
+          return;
+        }
+        int spread = alignTo(gy, x);
+        if (n.fn == "mean") {
+          int64_t count = 1;
+          for (const std::string& name : n.names) count *= x.shape.dims[x.shape.find(name)].size;
+          Node mul = like(x, Op::Binary);
+          mul.fn = "mul";
+          mul.inputs = {spread, scalarConst(1.0 / static_cast<double>(count), x)};
+          spread = g_.add(std::move(mul));
+        }
+        contribute(n.inputs[0], spread);
+        return;
+      }
+      case Op::Softmax:
+      case Op::LogSoftmax: {
+        Node s = like(n, n.op == Op::Softmax ? Op::SoftmaxGrad : Op::LogSoftmaxGrad);
+        s.inputs = {i, gy};
+        s.names = n.names;
+        contribute(n.inputs[0], g_.add(std::move(s)));
+        return;
+      }
+      case Op::Normalize:
+      case Op::RmsNormalize: {
+        Node s = like(n, n.op == Op::Normalize ? Op::NormalizeGrad : Op::RmsNormalizeGrad);
+        s.inputs = {n.inputs[0], gy};
+        s.names = n.names;
+        s.scalar = n.scalar;
+        contribute(n.inputs[0], g_.add(std::move(s)));
+        return;
+      }
+      case Op::Embed: {
+        Node s = like(g_[n.inputs[0]], Op::EmbedGrad);
+        s.inputs = {n.inputs[1], gy};
+        contribute(n.inputs[0], g_.add(std::move(s)));
+        return;
+      }
+      case Op::Attention:
+        for (int k = 0; k < 3; ++k) {
+          if (!needs_[n.inputs[k]]) continue;
+          Node s = like(g_[n.inputs[k]], Op::AttentionGrad);
+          s.inputs = {n.inputs[0], n.inputs[1], n.inputs[2], gy};
+          s.index = k;
+          s.flag = n.flag;
+          contribute(n.inputs[k], g_.add(std::move(s)));
+        }
+        return;
+      case Op::Dropout: {
+        Node s = like(n, Op::DropoutGrad);
+        s.inputs = {gy};
+        s.scalar = n.scalar;
+        s.index = i;  // the forward node's id seeds the same mask
+        contribute(n.inputs[0], g_.add(std::move(s)));
+        return;
+      }
+      case Op::CrossEntropy: {
+        Node s = like(g_[n.inputs[0]], Op::CrossEntropyGrad);
+        s.inputs = {n.inputs[0], n.inputs[1], gy};
+        s.names = n.names;
+        contribute(n.inputs[0], g_.add(std::move(s)));
+        return;
+      }
+      default:
+        return;  // backward-only nodes are never visited
+    }
+  }
+
+  // a @ b where the result must carry exactly `target`'s names: contracts the
+  // names a and b share (none = outer product).
+  int contractShape(int a, int b, const Node target) {
+    Node n = like(target, Op::Contract);
+    Shape s;
+    const Shape& sa = g_[a].shape;
+    const Shape& sb = g_[b].shape;
+    for (const Dim& d : sa.dims)
+      if (!sb.has(d.name)) s.dims.push_back(d);
+    for (const Dim& d : sb.dims)
+      if (!sa.has(d.name)) s.dims.push_back(d);
+    n.shape = s;
+    n.inputs = {a, b};
+    return g_.add(std::move(n));
+  }
+
+  void binary(const Node& n, int gy) {
+    int a = n.inputs[0], b = n.inputs[1];
+    const std::string& f = n.fn;
+    if (f == "add" || f == "sub") {
+      contribute(a, reduceTo(gy, a));
+      if (needs_[b]) {
+        int gb = reduceTo(gy, b);
+        contribute(b, f == "sub" ? make(Op::Unary, g_[gb], {gb}, "neg") : gb);
+      }
+      return;
+    }
+    if (f == "mul") {
+      if (needs_[a]) contribute(a, reduceTo(make(Op::Binary, n, {gy, b}, "mul"), a));
+      if (needs_[b]) contribute(b, reduceTo(make(Op::Binary, n, {gy, a}, "mul"), b));
+      return;
+    }
+    if (f == "div") {
+      if (needs_[a]) contribute(a, reduceTo(make(Op::Binary, n, {gy, b}, "div"), a));
+      if (needs_[b]) {
+        // d(a/b)/db = -(a/b)/b
+        int q = reduceTo(make(Op::Binary, n, {make(Op::Binary, n, {gy, n.id}, "mul"), b}, "div"), b);
+        contribute(b, make(Op::Unary, g_[q], {q}, "neg"));
+      }
+    }
+  }
+
+  Graph& g_;
+  std::vector<int> grad_;
+  std::vector<bool> needs_;
+};
+
+}  // namespace
+
+void appendBackward(Graph& g) {
+  Backward(g).run();
+}
+
+void appendUpdates(Graph& g) {
+  std::map<std::string, int> param;
+  for (int i = 0; i < g.forward_end; ++i)
+    if (g[i].op == Op::Param && !param.count(g[i].name)) param[g[i].name] = i;
+  for (const auto& [path, grad] : g.grads) {
+    Node n = g[param[path]];
+    n.op = Op::Update;
+    n.inputs = {param[path], grad};
+    g.add(std::move(n));
+  }
+}
+
+}  // namespace dtl::ir

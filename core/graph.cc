@@ -1,0 +1,96 @@
+#include "core/graph.h"
+
+namespace dtl::ir {
+
+const char* opName(Op op) {
+  switch (op) {
+    case Op::Input: return "input";
+    case Op::Param: return "param";
+    case Op::Const: return "const";
+    case Op::Slice: return "slice";
+    case Op::Align: return "align";
+    case Op::ReduceTo: return "reduce_to";
+    case Op::Unary: return "unary";
+    case Op::Binary: return "binary";
+    case Op::Contract: return "contract";
+    case Op::Reduce: return "reduce";
+    case Op::Softmax: return "softmax";
+    case Op::LogSoftmax: return "log_softmax";
+    case Op::Normalize: return "normalize";
+    case Op::RmsNormalize: return "rms_normalize";
+    case Op::Embed: return "embed";
+    case Op::Attention: return "attention";
+    case Op::Dropout: return "dropout";
+    case Op::CrossEntropy: return "cross_entropy";
+    case Op::Argmax: return "argmax";
+    case Op::Reshape: return "reshape";
+    case Op::Cast: return "cast";
+    case Op::Arange: return "arange";
+    case Op::UnaryGrad: return "unary_grad";
+    case Op::MaxGrad: return "max_grad";
+    case Op::SoftmaxGrad: return "softmax_grad";
+    case Op::LogSoftmaxGrad: return "log_softmax_grad";
+    case Op::NormalizeGrad: return "normalize_grad";
+    case Op::RmsNormalizeGrad: return "rms_normalize_grad";
+    case Op::EmbedGrad: return "embed_grad";
+    case Op::AttentionGrad: return "attention_grad";
+    case Op::CrossEntropyGrad: return "cross_entropy_grad";
+    case Op::DropoutGrad: return "dropout_grad";
+    case Op::SliceGrad: return "slice_grad";
+    case Op::Update: return "update";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+std::string line(const Node& n) {
+  std::string s = "%" + std::to_string(n.id) + " = " + opName(n.op);
+  if (!n.fn.empty()) s += "." + n.fn;
+  s += "(";
+  for (size_t i = 0; i < n.inputs.size(); ++i) s += (i ? ", %" : "%") + std::to_string(n.inputs[i]);
+  s += ")";
+  std::string attrs;
+  auto add = [&](const std::string& a) { attrs += (attrs.empty() ? "" : ", ") + a; };
+  if (!n.name.empty()) add(n.name);
+  if (!n.names.empty()) {
+    std::string over = "over ";
+    for (size_t i = 0; i < n.names.size(); ++i) over += (i ? "," : "") + n.names[i];
+    add(over);
+  }
+  if (n.op == Op::Const) add(num(n.scalar));
+  if (n.op == Op::Normalize || n.op == Op::RmsNormalize || n.op == Op::NormalizeGrad ||
+      n.op == Op::RmsNormalizeGrad)
+    add("eps " + num(n.scalar));
+  if (n.op == Op::Dropout || n.op == Op::DropoutGrad) add("p " + num(n.scalar));
+  if (n.op == Op::Slice || n.op == Op::SliceGrad || n.op == Op::AttentionGrad) add("index " + std::to_string(n.index));
+  if (n.op == Op::Attention || n.op == Op::AttentionGrad) add(n.flag ? "causal" : "full");
+  if (!attrs.empty()) s += " {" + attrs + "}";
+  s += " : " + std::string(dtypeName(n.dtype)) + n.shape.str();
+  if (!n.where.empty()) s += "  # " + n.where;
+  return s + "\n";
+}
+
+}  // namespace
+
+std::string printGraph(const Graph& g, bool with_backward) {
+  std::string out = "forward\n";
+  size_t end = with_backward ? g.nodes.size() : static_cast<size_t>(g.forward_end);
+  for (size_t i = 0; i < end; ++i) {
+    if (static_cast<int>(i) == g.forward_end) out += "backward\n";
+    out += "  " + line(g.nodes[i]);
+  }
+  out += "loss %" + std::to_string(g.loss) + "\n";
+  for (const auto& [name, id] : g.metrics) out += "metric " + name + " %" + std::to_string(id) + "\n";
+  if (with_backward)
+    for (const auto& [path, id] : g.grads) out += "grad " + path + " %" + std::to_string(id) + "\n";
+  return out;
+}
+
+}  // namespace dtl::ir

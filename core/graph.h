@@ -1,0 +1,99 @@
+// The training graph (shared by compiler and runtime): a flat SSA list of primitive operations over named
+// shapes. Lowering (lower_model.cc) produces the forward graph from the
+// checked model; autodiff (autodiff.cc) appends the backward; the optimiser
+// update is appended last. Every node keeps the source location that caused
+// it so later passes can say *why*. The runtime executes nodes in order.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/shape.h"
+
+namespace dtl::ir {
+
+// Operation kinds. Forward primitives mirror language.md §5; the *Grad kinds
+// exist only in the backward graph.
+enum class Op {
+  // leaves
+  Input,      // name = model input; fed by the data loader
+  Param,      // name = parameter path; the full (stacked) tensor
+  Const,      // scalar f32 `scalar`
+  // structure
+  Slice,      // inputs[0] stacked over names[0]; picks copy `index` (drops that dim)
+  Align,      // permute / broadcast inputs[0] to this node's shape (by name)
+  ReduceTo,   // sum inputs[0] over the names not in this node's shape, then permute
+  // elementwise
+  Unary,      // fn: relu gelu gelu_tanh silu tanh sigmoid exp log sqrt rsqrt neg abs
+  Binary,     // fn: add sub mul div eq ne lt le gt ge; broadcast by name to this shape
+  // contractions and reductions
+  Contract,   // inputs[0] @ inputs[1]: sums the shared names
+  Reduce,     // fn: sum mean max; over names
+  Softmax,    // over names[0]
+  LogSoftmax, // over names[0]
+  Normalize,  // over names, eps = scalar
+  RmsNormalize,
+  Embed,      // inputs: table, ids
+  Attention,  // inputs: q, k, v; flag = causal
+  Dropout,    // scalar = p; identity when evaluating
+  CrossEntropy,  // inputs: logits, labels; names[0] = classes
+  Argmax,     // names[0]
+  Reshape,    // same data, this node's shape
+  Cast,       // to this node's dtype
+  Arange,     // i32 over this node's single dim
+  // backward-only
+  UnaryGrad,      // fn; inputs: x, dy → dx
+  MaxGrad,        // inputs: x, dy; names reduced → dx
+  SoftmaxGrad,    // inputs: y (softmax output), dy; names[0]
+  LogSoftmaxGrad, // inputs: y (log_softmax output), dy; names[0]
+  NormalizeGrad,  // inputs: x, dy; names, eps
+  RmsNormalizeGrad,
+  EmbedGrad,      // inputs: ids, dy → d table (this node's shape)
+  AttentionGrad,  // inputs: q, k, v, dy; index = 0|1|2 (which of q, k, v)
+  CrossEntropyGrad,  // inputs: logits, labels, dy (scalar); names[0]
+  DropoutGrad,    // inputs: dy; scalar = p (same mask as the forward, by node seed)
+  SliceGrad,      // inputs: g (one copy); this node = full stacked shape, zeros but copy `index`
+  // optimiser
+  Update,         // inputs: param, grad; name = param path; applies the train block's optimiser
+};
+
+const char* opName(Op op);
+
+struct Node {
+  int id = -1;
+  Op op = Op::Const;
+  std::vector<int> inputs;
+  Shape shape;
+  DType dtype = DType::F32;
+  std::string fn;                  // Unary/Binary/Reduce function
+  std::vector<std::string> names;  // dims an op works over
+  double scalar = 0;               // Const value, eps, dropout p
+  int64_t index = 0;               // Slice copy, AttentionGrad operand
+  bool flag = false;               // Attention causal
+  std::string name;                // Input name / Param path / value name for printing
+  std::string where;               // "spec.dtl:12:9": the source that caused the node
+};
+
+struct Graph {
+  std::vector<Node> nodes;
+  int loss = -1;                          // scalar f32
+  std::vector<std::pair<std::string, int>> metrics;
+  // Filled by autodiff: gradient node per parameter path (same shape).
+  std::vector<std::pair<std::string, int>> grads;
+  int forward_end = 0;                    // nodes [0, forward_end) are the forward pass
+
+  int add(Node n) {
+    n.id = static_cast<int>(nodes.size());
+    nodes.push_back(std::move(n));
+    return nodes.back().id;
+  }
+  const Node& operator[](int id) const { return nodes[static_cast<size_t>(id)]; }
+};
+
+// Deterministic text form (`dtlc check --emit=ir|grad`).
+std::string printGraph(const Graph& g, bool with_backward);
+
+}  // namespace dtl::ir

@@ -1,0 +1,53 @@
+// The kernel seam: a Backend runs one IR node on buffers. Two backends must
+// agree: the reference backend (runtime/kernels/reference, computed in
+// double) is the oracle; the fast backend (vendor GEMM, vectorised and fused
+// f32 kernels) is what training uses. The executor owns the memory.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/graph.h"
+
+namespace dtl::rt {
+
+// A tensor in executor memory. Floating tensors (f32; bf16/f16 are computed
+// as f32 in this version) are float arrays; integer and bool tensors are
+// int32 arrays (bool as 0/1). Storage order is the shape's name order.
+struct TensorView {
+  Shape shape;
+  DType dtype = DType::F32;
+  void* data = nullptr;
+  int64_t elements = 0;
+  float* f() const { return static_cast<float*>(data); }
+  int32_t* i() const { return static_cast<int32_t*>(data); }
+  bool isFloat() const { return dtl::isFloat(dtype); }
+};
+
+struct RunContext {
+  bool training = true;  // dropout is the identity when false
+  uint64_t seed = 0;     // step seed; dropout masks derive from (seed, node id)
+  int threads = 1;       // cores this rank may use
+};
+
+struct KernelStatus {
+  bool ok = true;
+  std::string message;  // e.g. "cross_entropy: label 12 at (batch 3) is out of range …"
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  // Computes node `n` (any op but Input, Param, Update) into `out`, whose
+  // shape, dtype and storage the executor has prepared from the node.
+  virtual KernelStatus run(const ir::Node& n, const std::vector<const TensorView*>& in, TensorView& out,
+                           const RunContext& ctx) = 0;
+};
+
+std::unique_ptr<Backend> makeReferenceBackend();
+std::unique_ptr<Backend> makeFastBackend();
+
+}  // namespace dtl::rt

@@ -1,0 +1,17 @@
+// embed: rows of a table looked up by integer ids, and its scatter-add
+// gradient. Ids come from user data, so a bad id is a Status, never an abort.
+#pragma once
+
+#include "runtime/kernels/reference/tensor.h"
+
+namespace dtl::rt::ref {
+
+// table [vocab, rest…] (float), ids [ids dims…] (integer) → out [ids dims…, rest…].
+// An id outside [0, vocab) fails, naming its position and value.
+Status embed(const Tensor& table, const Tensor& ids, Tensor* out);
+
+// dtable [table_shape]: each dy row added into the row its id selected
+// (repeated ids accumulate). Checks the ids again, as embed does.
+Status embedBackward(const Shape& table_shape, const Tensor& ids, const Tensor& dy, Tensor* dtable);
+
+}  // namespace dtl::rt::ref
