@@ -1,13 +1,15 @@
 // libFuzzer target for the whole front end (scripts/fuzz.sh builds and runs it).
 //
 // The input is a spec file's text, checked in memory as `fuzz.dtl`. Lines of
-// the form `#set KEY=VALUE` (a comment to the parser) also become `--set`
-// overrides, so the override path is fuzzed with the spec. Diagnostics are
-// rendered as text and JSON; a spec that checks renders every printer that
-// `dtlc check` has. Relative paths in the spec (imports, data files) resolve
+// the form `#set KEY=VALUE` (comments to the parser) also become `--set`
+// overrides, so the override path is fuzzed with the spec, and `#world N`
+// sets --world (1 to 1000000, as dtlc accepts; otherwise unknown).
+// Diagnostics are rendered as text and JSON; a spec that checks renders every
+// printer that `dtlc check` has. Relative paths in the spec (imports, data files) resolve
 // against the current folder and are only read; nothing is written.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -17,14 +19,21 @@
 
 namespace {
 
-// The `#set ` lines, at most a few (each is re-parsed as its own source).
-void collectSets(const std::string& text, std::vector<std::string>& sets) {
+// The `#set ` lines, at most a few (each is re-parsed as its own source),
+// and the last `#world ` line.
+void collectOptions(const std::string& text, dtl::driver::FrontendOptions& opts) {
   constexpr size_t kMaxSets = 4;
   size_t pos = 0;
-  while (pos < text.size() && sets.size() < kMaxSets) {
+  while (pos < text.size()) {
     size_t end = text.find('\n', pos);
     if (end == std::string::npos) end = text.size();
-    if (text.compare(pos, 5, "#set ") == 0) sets.push_back(text.substr(pos + 5, end - pos - 5));
+    if (text.compare(pos, 5, "#set ") == 0 && opts.sets.size() < kMaxSets) {
+      opts.sets.push_back(text.substr(pos + 5, end - pos - 5));
+    } else if (text.compare(pos, 7, "#world ") == 0) {
+      const std::string value = text.substr(pos + 7, end - pos - 7);
+      long long n = std::strtoll(value.c_str(), nullptr, 10);
+      opts.world = n >= 1 && n <= 1000000 ? n : 0;
+    }
     pos = end + 1;
   }
 }
@@ -37,7 +46,7 @@ volatile size_t g_sink = 0;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   dtl::driver::FrontendOptions opts;
-  collectSets(text, opts.sets);
+  collectOptions(text, opts);
 
   dtl::driver::Frontend fe;
   const int status = fe.runText("fuzz.dtl", text, opts);

@@ -105,6 +105,7 @@ class DataChecker {
     // Peel transforms: SOURCE / c, * c, - c, + c.
     const Expr* e = f.source.get();
     std::string transform;
+    std::vector<std::pair<char, double>> transforms;
     while (e->kind == Expr::Kind::Binary && (e->text == "/" || e->text == "*" || e->text == "-" || e->text == "+")) {
       double v;
       if (!c_.number(*e->kids[1], "a data transform", v)) return;
@@ -113,6 +114,7 @@ class DataChecker {
         return;
       }
       transform = e->text + " " + syntax::exprText(*e->kids[1]) + (transform.empty() ? "" : " " + transform);
+      transforms.insert(transforms.begin(), {e->text[0], v});  // the innermost applies first
       e = e->kids[0].get();
     }
     if (e->kind == Expr::Kind::Error) return;
@@ -145,7 +147,8 @@ class DataChecker {
       diags_.error(e->loc, "`" + src + "` yields one field; name it: `INPUT = " + src + "(…)`");
       return;
     }
-    probe::ProbeResult info = probeSource(src, *e, args);
+    DataField resolved_args;
+    probe::ProbeResult info = probeSource(src, *e, args, resolved_args);
     for (const std::string& n : names) {
       Loc at = f.name ? f.name->loc : e->loc;
       const InputInfo* in = input(n);
@@ -165,7 +168,8 @@ class DataChecker {
         continue;
       }
       fed[n] = at;
-      DataField df;
+      DataField df = resolved_args;
+      df.transforms = transforms;
       df.name = n;
       df.source = src;
       df.transform = transform;
@@ -219,13 +223,11 @@ class DataChecker {
   }
 
   // Reads the file's header; reports a missing or malformed file at the path.
-  probe::ProbeResult probeSource(const std::string& src, const Expr& call, const std::vector<const Expr*>& args) {
+  probe::ProbeResult probeSource(const std::string& src, const Expr& call, const std::vector<const Expr*>& args,
+                                 DataField& out) {
     probe::ProbeResult none;
     if (src == "synthetic") {
-      if (args[0]) {
-        int64_t seed;
-        c_.integer(*args[0], "`seed`", seed, 0);
-      }
+      if (args[0]) c_.integer(*args[0], "`seed`", out.seed, 0);
       return none;
     }
     std::string path;
@@ -239,11 +241,13 @@ class DataChecker {
     } else if (src == "safetensors") {
       std::string key;
       if (!c_.string(*args[1], "the key of `safetensors`", key)) return none;
+      out.key = key;
       r = probe::probeSafetensors(full, key);
     } else if (src == "text" || src == "tokens") {
       int64_t seq = 0;
       const Expr* seq_e = src == "text" ? args[1] : args[2];
       if (!c_.integer(*seq_e, "`seq`", seq)) return none;
+      out.seq = seq;
       if (src == "text") {
         r = probe::probeText(full, seq);
       } else {
@@ -253,11 +257,16 @@ class DataChecker {
           diags_.error(args[1]->loc, "`dtype` of tokens is u16, u32 or i32, got `" + dtype + "`");
           return none;
         }
+        out.token_dtype = dtype;
         r = probe::probeTokens(full, dtype, seq);
       }
     } else if (src == "csv") {
       probe::CsvOptions opt;
       if (!csvOptions(args, opt)) return none;
+      out.csv_columns = opt.columns;
+      out.csv_header = opt.header;
+      out.csv_skip = opt.skip;
+      out.csv_delimiter = opt.delimiter;
       r = probe::probeCsv(full, opt);
     }
     if (!r.ok) {

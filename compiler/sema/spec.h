@@ -67,6 +67,16 @@ struct DataField {
   int64_t sample_elements = -1;
   std::string file_dtype;
   Loc loc;
+  // The source's arguments, resolved, for the loader.
+  std::vector<std::pair<char, double>> transforms;  // in the order they apply
+  std::vector<int64_t> csv_columns;                  // empty = all
+  bool csv_header = true;
+  int64_t csv_skip = 0;
+  char csv_delimiter = ',';
+  std::string key;                                   // safetensors
+  int64_t seq = 0;                                   // text, tokens
+  std::string token_dtype = "u16";
+  int64_t seed = 0;                                  // synthetic
 };
 
 struct DataSplit {

@@ -32,6 +32,14 @@ struct RunContext {
   int threads = 1;       // cores this rank may use
 };
 
+// The seed of one dropout mask, shared by both backends so their masks agree:
+//   dropoutSeed(step, id) = splitmix64(step ^ splitmix64(id))
+// with splitmix64 the finaliser of runtime/kernels/reference/dropout.h and id
+// the forward Dropout node's id (a DropoutGrad node carries it in `index`).
+// Element k is then kept iff ref::dropoutKeep(dropoutSeed(step, id), k, p).
+// Hashing the id first keeps masks of neighbouring nodes and steps unrelated.
+uint64_t dropoutSeed(uint64_t step_seed, int64_t forward_node_id);
+
 struct KernelStatus {
   bool ok = true;
   std::string message;  // e.g. "cross_entropy: label 12 at (batch 3) is out of range …"

@@ -7,6 +7,7 @@
 #include "compiler/driver/frontend.h"
 #include "compiler/sema/print_sema.h"
 #include "compiler/syntax/print_ast.h"
+#include "tools/dtlc/run_command.h"
 
 namespace dtl::cli {
 
@@ -19,6 +20,7 @@ const char* kMainHelp =
     "\n"
     "commands:\n"
     "  check SPEC   parse and type-check a spec; print its model, parameters and layout\n"
+    "  run SPEC     train a spec on this process\n"
     "\n"
     "Run `dtlc COMMAND --help` for a command's options. Docs: docs/language-guide.md.\n";
 
@@ -163,6 +165,7 @@ int runCli(const std::vector<std::string>& args, std::string& out, std::string& 
       return 0;
     }
     if (cmd == "check") return check(args, out, err);
+    if (cmd == "run") return runCommand(args, out, err);
     err += "dtlc: unknown command '" + cmd + "'\n\n" + kMainHelp;
     return 2;
   } catch (const std::exception& e) {

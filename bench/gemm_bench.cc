@@ -1,0 +1,147 @@
+// GFLOP/s of the fast backend's Contract kernel (oneDNN SGEMM underneath) on
+// 1024³ and the MLP 784→1024→1024→10 shapes at batch 256, forward and both
+// backward layouts, against the 134 GFLOP/s FP32 single-core peak of the CI
+// machines (shared/design/measured.md). When an OpenBLAS library can be
+// loaded (default libopenblas.so.0, or --openblas=PATH) the same GEMMs run
+// through its cblas_sgemm side by side and the ratio is printed; it is loaded
+// with dlopen so the project never links or depends on it.
+//
+//   gemm_bench [--threads=N] [--reps=N] [--openblas=PATH]
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/exec/backend.h"
+
+namespace {
+
+using dtl::Dim;
+using dtl::Shape;
+using dtl::rt::TensorView;
+
+constexpr double kPeakGflops = 134.0;  // 2.1 GHz × 2 FMA ports × 16 lanes × 2
+
+struct Case {
+  const char* label;
+  Shape a, b, out;  // the contraction a @ b → out
+  int64_t m, n, k;
+  char ta, tb;  // the same GEMM for cblas (row-major)
+};
+
+Shape sh(std::vector<Dim> d) { return Shape{std::move(d)}; }
+
+std::vector<Case> cases() {
+  const Dim M{"m", 1024}, N{"n", 1024}, K{"k", 1024};
+  const Dim b{"batch", 256}, in{"in", 784}, h{"hidden", 1024}, h2{"hidden2", 1024}, c{"classes", 10};
+  return {
+      {"1024^3            ", sh({M, K}), sh({K, N}), sh({M, N}), 1024, 1024, 1024, 'N', 'N'},
+      {"fc1  fwd 256x784x1024 ", sh({b, in}), sh({in, h}), sh({b, h}), 256, 1024, 784, 'N', 'N'},
+      {"fc1  dW  784x256x1024 ", sh({b, in}), sh({b, h}), sh({in, h}), 784, 1024, 256, 'T', 'N'},
+      {"fc2  fwd 256x1024x1024", sh({b, h}), sh({h, h2}), sh({b, h2}), 256, 1024, 1024, 'N', 'N'},
+      {"fc2  dX  256x1024x1024", sh({b, h2}), sh({h, h2}), sh({b, h}), 256, 1024, 1024, 'N', 'T'},
+      {"fc2  dW  1024x256x1024", sh({b, h}), sh({b, h2}), sh({h, h2}), 1024, 1024, 256, 'T', 'N'},
+      {"fc3  fwd 256x1024x10  ", sh({b, h2}), sh({h2, c}), sh({b, c}), 256, 10, 1024, 'N', 'N'},
+      {"fc3  dX  256x10x1024  ", sh({b, c}), sh({h2, c}), sh({b, h2}), 256, 1024, 10, 'N', 'T'},
+  };
+}
+
+TensorView view(std::vector<float>& v, const Shape& s) {
+  TensorView t;
+  t.shape = s;
+  t.data = v.data();
+  t.elements = static_cast<int64_t>(v.size());
+  return t;
+}
+
+// Best-of-reps seconds for one call of f (after one warm-up call).
+template <class F>
+double bestSeconds(int reps, F&& f) {
+  f();
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+using CblasSgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*,
+                            int);
+struct OpenBlas {
+  CblasSgemm sgemm = nullptr;
+  const char* core = "?";
+};
+
+OpenBlas loadOpenBlas(const std::string& path, int threads) {
+  OpenBlas ob;
+  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return ob;
+  ob.sgemm = reinterpret_cast<CblasSgemm>(dlsym(lib, "cblas_sgemm"));
+  if (auto set = reinterpret_cast<void (*)(int)>(dlsym(lib, "openblas_set_num_threads"))) set(threads);
+  if (auto name = reinterpret_cast<char* (*)()>(dlsym(lib, "openblas_get_corename"))) ob.core = name();
+  return ob;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 1, reps = 5;
+  std::string openblas = "libopenblas.so.0";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--threads=", 0) == 0) threads = std::max(1, std::stoi(a.substr(10)));
+    else if (a.rfind("--reps=", 0) == 0) reps = std::max(1, std::stoi(a.substr(7)));
+    else if (a.rfind("--openblas=", 0) == 0) openblas = a.substr(11);
+    else return std::fprintf(stderr, "usage: gemm_bench [--threads=N] [--reps=N] [--openblas=PATH]\n"), 2;
+  }
+  auto fast = dtl::rt::makeFastBackend();
+  dtl::rt::RunContext ctx;
+  ctx.threads = threads;
+  OpenBlas ob = loadOpenBlas(openblas, threads);
+  std::string blas = ob.sgemm ? openblas + " (core " + ob.core + ")" : "not loaded";
+  std::printf("threads %d, best of %d; peak %.0f GFLOP/s per core (CI machine); OpenBLAS: %s\n", threads, reps,
+              kPeakGflops, blas.c_str());
+  std::printf("%-24s %10s %8s %12s %8s\n", "contraction (MxKxN)", "dtl GF/s", "% peak", "OpenBLAS GF/s", "ratio");
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  for (const Case& c : cases()) {
+    std::vector<float> a(static_cast<size_t>(c.a.elements().value())), b(static_cast<size_t>(c.b.elements().value()));
+    std::vector<float> y(static_cast<size_t>(c.out.elements().value()));
+    for (float& v : a) v = nd(rng);
+    for (float& v : b) v = nd(rng);
+    dtl::ir::Node n;
+    n.op = dtl::ir::Op::Contract;
+    n.shape = c.out;
+    TensorView va = view(a, c.a), vb = view(b, c.b), vy = view(y, c.out);
+    std::vector<const TensorView*> in = {&va, &vb};
+    const double flop = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
+    double t = bestSeconds(reps, [&] {
+      if (!fast->run(n, in, vy, ctx).ok) std::abort();
+    });
+    double gf = flop / t / 1e9;
+    std::printf("%-24s %10.1f %7.0f%%", c.label, gf, 100.0 * gf / (kPeakGflops * threads));
+    if (ob.sgemm) {
+      std::vector<float> z(y.size());
+      // Row-major cblas with the same transposes the plan uses for these layouts.
+      const int lda = c.ta == 'N' ? static_cast<int>(c.k) : static_cast<int>(c.m);
+      const int ldb = c.tb == 'N' ? static_cast<int>(c.n) : static_cast<int>(c.k);
+      double tb = bestSeconds(reps, [&] {
+        ob.sgemm(101, c.ta == 'N' ? 111 : 112, c.tb == 'N' ? 111 : 112, static_cast<int>(c.m), static_cast<int>(c.n),
+                 static_cast<int>(c.k), 1.0f, a.data(), lda, b.data(), ldb, 0.0f, z.data(), static_cast<int>(c.n));
+      });
+      double diff = 0;
+      for (size_t i = 0; i < z.size(); ++i) diff = std::max(diff, static_cast<double>(std::fabs(z[i] - y[i])));
+      std::printf(" %12.1f %7.2fx  (max |diff| %.1e)", flop / tb / 1e9, tb / t, diff);
+    }
+    std::printf("\n");
+  }
+  return 0;
+}

@@ -1,0 +1,142 @@
+// Execution, per run:
+// 1. For each node in order: Input copies the fed values; Param, Slice of a
+//    view and Reshape alias their source; anything else gets a buffer (from
+//    the free list when one is large enough) and the backend fills it.
+// 2. After a node runs, every input whose last consumer it was is released
+//    unless the caller reads it afterwards (loss, metrics, gradients).
+#include "runtime/exec/executor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+namespace dtl::rt {
+
+namespace {
+constexpr int kKeep = std::numeric_limits<int>::max();
+}
+
+Executor::Executor(const ir::Graph& g, Backend& backend) : graph_(g), backend_(backend) {
+  size_t n = g.nodes.size();
+  views_.resize(n);
+  owned_.resize(n);
+  last_use_fwd_.assign(n, -1);
+  last_use_all_.assign(n, -1);
+  for (const ir::Node& node : g.nodes) {
+    if (node.op == ir::Op::Update) continue;
+    for (int in : node.inputs) {
+      last_use_all_[in] = std::max(last_use_all_[in], node.id);
+      if (node.id < g.forward_end) last_use_fwd_[in] = std::max(last_use_fwd_[in], node.id);
+    }
+  }
+  // A reshape aliases its input: the input must live as long as the alias.
+  for (size_t k = n; k-- > 0;) {
+    const ir::Node& node = g.nodes[k];
+    if (node.op != ir::Op::Reshape) continue;
+    last_use_all_[node.inputs[0]] = std::max(last_use_all_[node.inputs[0]], last_use_all_[k]);
+    last_use_fwd_[node.inputs[0]] = std::max(last_use_fwd_[node.inputs[0]], last_use_fwd_[k]);
+  }
+  auto keep = [&](int id) {
+    if (id < 0) return;
+    last_use_fwd_[id] = kKeep;
+    last_use_all_[id] = kKeep;
+  };
+  keep(g.loss);
+  for (const auto& [name, id] : g.metrics) keep(id);
+  for (const auto& [path, id] : g.grads) {
+    keep(id);
+    grad_node_[path] = id;
+  }
+}
+
+void Executor::bindParam(const std::string& path, float* data) { params_[path] = data; }
+
+void Executor::setInput(const std::string& name, const void* data, int64_t elements) {
+  auto& v = inputs_[name];
+  v.resize(static_cast<size_t>(elements));
+  if (elements > 0) std::memcpy(v.data(), data, static_cast<size_t>(elements) * 4);
+}
+
+void* Executor::allocate(int node, int64_t elements) {
+  size_t need = static_cast<size_t>(std::max<int64_t>(elements, 1));
+  // Best fit among free buffers; otherwise a new one.
+  size_t best = free_.size();
+  for (size_t i = 0; i < free_.size(); ++i)
+    if (free_[i]->words.capacity() >= need &&
+        (best == free_.size() || free_[i]->words.capacity() < free_[best]->words.capacity()))
+      best = i;
+  std::unique_ptr<Buffer> b;
+  if (best < free_.size()) {
+    b = std::move(free_[best]);
+    free_.erase(free_.begin() + static_cast<long>(best));
+  } else {
+    b = std::make_unique<Buffer>();
+  }
+  b->words.resize(need);
+  live_bytes_ += static_cast<int64_t>(b->words.capacity() * 4);
+  peak_bytes_ = std::max(peak_bytes_, live_bytes_);
+  void* p = b->words.data();
+  owned_[node] = std::move(b);
+  return p;
+}
+
+void Executor::release(int node) {
+  if (!owned_[node]) return;
+  live_bytes_ -= static_cast<int64_t>(owned_[node]->words.capacity() * 4);
+  free_.push_back(std::move(owned_[node]));
+}
+
+KernelStatus Executor::run(bool with_backward, const RunContext& ctx) {
+  for (size_t i = 0; i < owned_.size(); ++i) release(static_cast<int>(i));
+  const std::vector<int>& last = with_backward ? last_use_all_ : last_use_fwd_;
+  int end = with_backward ? static_cast<int>(graph_.nodes.size()) : graph_.forward_end;
+  std::vector<const TensorView*> ins;
+  for (int id = 0; id < end; ++id) {
+    const ir::Node& n = graph_.nodes[static_cast<size_t>(id)];
+    if (n.op == ir::Op::Update) continue;
+    TensorView& v = views_[static_cast<size_t>(id)];
+    v.shape = n.shape;
+    v.dtype = n.dtype;
+    v.elements = n.shape.elements().value_or(0);
+    if (n.op == ir::Op::Param) {
+      auto it = params_.find(n.name);
+      if (it == params_.end()) return {false, "parameter `" + n.name + "` has no storage"};
+      v.data = it->second;
+    } else if (n.op == ir::Op::Input) {
+      auto it = inputs_.find(n.name);
+      if (it == inputs_.end() || static_cast<int64_t>(it->second.size()) != v.elements)
+        return {false, "input `" + n.name + "` was not fed " + std::to_string(v.elements) + " values"};
+      v.data = allocate(id, v.elements);
+      std::memcpy(v.data, it->second.data(), static_cast<size_t>(v.elements) * 4);
+    } else if (n.op == ir::Op::Reshape || (n.op == ir::Op::Slice && !owned_[n.inputs[0]])) {
+      // A view: reshape keeps the data; a leading-dim slice of a view is a
+      // contiguous block of it.
+      const TensorView& src = views_[static_cast<size_t>(n.inputs[0])];
+      int64_t offset = n.op == ir::Op::Slice ? n.index * v.elements : 0;
+      v.data = static_cast<uint32_t*>(src.data) + offset;
+    } else {
+      v.data = allocate(id, v.elements);
+      ins.clear();
+      for (int in : n.inputs) ins.push_back(&views_[static_cast<size_t>(in)]);
+      KernelStatus s = backend_.run(n, ins, v, ctx);
+      if (!s.ok) return s;
+    }
+    for (int in : n.inputs)
+      if (last[in] == id) release(in);
+  }
+  return {};
+}
+
+float Executor::value(int node) const {
+  const TensorView& v = views_[static_cast<size_t>(node)];
+  if (!v.data) return 0;
+  return isFloat(v.dtype) ? v.f()[0] : static_cast<float>(v.i()[0]);
+}
+
+const float* Executor::grad(const std::string& path) const {
+  auto it = grad_node_.find(path);
+  if (it == grad_node_.end()) return nullptr;
+  return views_[static_cast<size_t>(it->second)].f();
+}
+
+}  // namespace dtl::rt

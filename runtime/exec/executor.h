@@ -1,0 +1,56 @@
+// Runs a training graph on one rank: gives every node a buffer (reusing the
+// memory of values past their last use), feeds inputs, calls the backend for
+// each node in order, and keeps what the caller reads afterwards (loss,
+// metrics, parameter gradients). Parameters live outside, bound by path;
+// Param, Slice (of a leading stacked dim) and Reshape are views, not copies.
+// Update nodes are not run here: the trainer applies the optimiser.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/exec/backend.h"
+
+namespace dtl::rt {
+
+class Executor {
+ public:
+  Executor(const ir::Graph& graph, Backend& backend);
+
+  // Storage of a parameter (its full, stacked shape), owned by the caller.
+  void bindParam(const std::string& path, float* data);
+  // Input values for the next run (f32 or int32 by the input's dtype); the
+  // executor copies them.
+  void setInput(const std::string& name, const void* data, int64_t elements);
+
+  // Forward only (evaluation) or forward + backward (training).
+  KernelStatus run(bool with_backward, const RunContext& ctx);
+
+  float value(int node) const;  // a scalar the run kept (loss, metrics)
+  // d(loss)/d(param) from the last backward run, in the param's storage order.
+  const float* grad(const std::string& path) const;
+  int64_t peakBytes() const { return peak_bytes_; }
+  const ir::Graph& graph() const { return graph_; }
+
+ private:
+  struct Buffer {
+    std::vector<uint32_t> words;  // f32 and i32 are both one 4-byte word
+  };
+  void* allocate(int node, int64_t elements);
+  void release(int node);
+
+  const ir::Graph& graph_;
+  Backend& backend_;
+  std::vector<TensorView> views_;
+  std::vector<std::unique_ptr<Buffer>> owned_;     // per node, when it owns memory
+  std::vector<std::unique_ptr<Buffer>> free_;      // reusable buffers
+  std::map<std::string, float*> params_;
+  std::map<std::string, std::vector<uint32_t>> inputs_;
+  std::vector<int> last_use_fwd_, last_use_all_;   // per node: last consumer, or a large value to keep
+  std::map<std::string, int> grad_node_;
+  int64_t live_bytes_ = 0, peak_bytes_ = 0;
+};
+
+}  // namespace dtl::rt

@@ -1,0 +1,184 @@
+// The reference backend: every node through the double-precision kernels of
+// runtime/kernels/reference, results rounded to the executor's f32 / int32
+// storage. Slow by design; it is the oracle the fast backend is tested against.
+#include <cstring>
+#include <optional>
+
+#include "runtime/exec/backend.h"
+#include "runtime/kernels/reference/kernels.h"
+
+namespace dtl::rt {
+
+uint64_t dropoutSeed(uint64_t step_seed, int64_t forward_node_id) {
+  return ref::splitmix64(step_seed ^ ref::splitmix64(static_cast<uint64_t>(forward_node_id)));
+}
+
+namespace {
+
+using ir::Node;
+using ir::Op;
+
+ref::Tensor toRef(const TensorView& v) {
+  ref::Tensor t = ref::Tensor::zeros(v.shape, v.dtype);
+  if (v.isFloat())
+    for (int64_t k = 0; k < v.elements; ++k) t.f[k] = v.f()[k];
+  else
+    for (int64_t k = 0; k < v.elements; ++k) t.i[k] = v.i()[k];
+  return t;
+}
+
+// Writes t into out's storage. The executor prepared out from the node, so a
+// shape disagreement here is a kernel/graph bug, reported rather than hidden.
+KernelStatus store(const ref::Tensor& t, TensorView& out) {
+  if (t.numel() != out.elements || t.floating() != out.isFloat())
+    return {false, "reference backend: result " + t.shape.str() + " does not fit the node's " + out.shape.str()};
+  if (out.isFloat())
+    for (int64_t k = 0; k < out.elements; ++k) out.f()[k] = static_cast<float>(t.f[k]);
+  else
+    for (int64_t k = 0; k < out.elements; ++k) out.i()[k] = static_cast<int32_t>(t.i[k]);
+  return {};
+}
+
+std::optional<ref::Binary> parseBinary(const std::string& fn) {
+  static const char* const kFns[] = {"add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge"};
+  for (int k = 0; k < 10; ++k)
+    if (fn == kFns[k]) return static_cast<ref::Binary>(k);
+  return std::nullopt;
+}
+
+// Flat offset in `full` of each element of copy `index` along dim `name`
+// (the copy's elements in row-major order of `full` without that dim).
+std::vector<int64_t> copyOffsets(const Shape& full, const std::string& name, int64_t index) {
+  int d = full.find(name);
+  DTL_REF_CHECK(d >= 0 && index >= 0 && index < full.dims[d].size, "slice " + name + " of " + full.str());
+  std::vector<int64_t> off(static_cast<size_t>(ref::without(full, {name}).elements().value()));
+  for (size_t k = 0; k < off.size(); ++k) off[k] = static_cast<int64_t>(k);
+  std::vector<int64_t> st = ref::stridesOf(full);
+  int64_t inner = st[d], outer_stride = st[d] * full.dims[d].size;
+  for (int64_t& o : off) o = (o / inner) * outer_stride + index * inner + o % inner;
+  return off;
+}
+
+ref::Tensor slice(const ref::Tensor& x, const Node& n) {
+  ref::Tensor y = ref::Tensor::zeros(n.shape, x.dtype);
+  std::vector<int64_t> off = copyOffsets(x.shape, n.names.at(0), n.index);
+  for (size_t k = 0; k < off.size(); ++k) {
+    if (x.floating()) y.f[k] = x.f[off[k]];
+    else y.i[k] = x.i[off[k]];
+  }
+  return y;
+}
+
+ref::Tensor sliceGrad(const ref::Tensor& g, const Node& n) {
+  ref::Tensor y = ref::Tensor::zeros(n.shape, g.dtype);
+  std::vector<int64_t> off = copyOffsets(n.shape, n.names.at(0), n.index);
+  for (size_t k = 0; k < off.size(); ++k) y.f[off[k]] = g.f[k];
+  return y;
+}
+
+ref::Tensor reduce(const ref::Tensor& x, const Node& n) {
+  if (n.fn == "sum") return ref::reduceSum(x, n.names);
+  if (n.fn == "mean") return ref::reduceMean(x, n.names);
+  DTL_REF_CHECK(n.fn == "max", "reduce." + n.fn);
+  return ref::reduceMax(x, n.names);
+}
+
+ref::Unary unaryOf(const Node& n) {
+  auto u = ref::parseUnary(n.fn);
+  DTL_REF_CHECK(u.has_value(), "unary." + n.fn);
+  return *u;
+}
+
+ref::Tensor binary(const ref::Tensor& a, const ref::Tensor& b, const Node& n) {
+  auto op = parseBinary(n.fn);
+  DTL_REF_CHECK(op.has_value(), "binary." + n.fn);
+  ref::Tensor y = ref::binary(*op, a, b);
+  return y.shape == n.shape ? y : ref::alignTo(y, n.shape);
+}
+
+ref::Tensor reshape(const ref::Tensor& x, const Node& n) {
+  ref::Tensor y = x;
+  y.shape = n.shape;
+  DTL_REF_CHECK(y.numel() == x.numel(), "reshape of " + x.shape.str() + " to " + n.shape.str());
+  return y;
+}
+
+// The ops whose kernels can fail on user data (ids, labels) return a Status.
+ref::Status runFallible(const Node& n, const std::vector<ref::Tensor>& x, ref::Tensor* y) {
+  switch (n.op) {
+    case Op::Embed: return ref::embed(x[0], x[1], y);
+    case Op::EmbedGrad: return ref::embedBackward(n.shape, x[0], x[1], y);
+    case Op::CrossEntropy: return ref::crossEntropy(x[0], x[1], n.names.at(0), y);
+    case Op::CrossEntropyGrad: return ref::crossEntropyBackward(x[0], x[1], n.names.at(0), x[2], y);
+    default: DTL_REF_FAIL("not a fallible op");
+  }
+}
+
+ref::Tensor runPlain(const Node& n, const std::vector<ref::Tensor>& x, const RunContext& ctx) {
+  switch (n.op) {
+    case Op::Const: return ref::alignTo(ref::Tensor::scalar(n.scalar, n.dtype), n.shape);
+    case Op::Slice: return slice(x[0], n);
+    case Op::SliceGrad: return sliceGrad(x[0], n);
+    case Op::Align: return ref::alignTo(x[0], n.shape);
+    case Op::ReduceTo: return ref::sumTo(x[0], n.shape);
+    case Op::Unary: return ref::unary(unaryOf(n), x[0]);
+    case Op::UnaryGrad: return ref::unaryBackward(unaryOf(n), x[0], x[1]);
+    case Op::Binary: return binary(x[0], x[1], n);
+    case Op::Contract: {
+      ref::Tensor y = ref::contract(x[0], x[1]);
+      return y.shape == n.shape ? y : ref::alignTo(y, n.shape);
+    }
+    case Op::Reduce: return reduce(x[0], n);
+    case Op::MaxGrad: return ref::reduceMaxBackward(x[0], n.names, x[1]);
+    case Op::Softmax: return ref::softmax(x[0], n.names.at(0));
+    case Op::LogSoftmax: return ref::logSoftmax(x[0], n.names.at(0));
+    case Op::SoftmaxGrad: return ref::softmaxBackward(x[0], x[1], n.names.at(0));
+    case Op::LogSoftmaxGrad: return ref::logSoftmaxBackward(x[0], x[1], n.names.at(0));
+    case Op::Normalize: return ref::normalize(x[0], n.names, n.scalar);
+    case Op::RmsNormalize: return ref::rmsNormalize(x[0], n.names, n.scalar);
+    case Op::NormalizeGrad: return ref::normalizeBackward(x[0], n.names, n.scalar, x[1]);
+    case Op::RmsNormalizeGrad: return ref::rmsNormalizeBackward(x[0], n.names, n.scalar, x[1]);
+    case Op::Attention: return ref::attention(x[0], x[1], x[2], n.flag);
+    case Op::AttentionGrad: {
+      ref::AttentionGrads g = ref::attentionBackward(x[0], x[1], x[2], n.flag, x[3]);
+      return n.index == 0 ? g.dq : n.index == 1 ? g.dk : g.dv;
+    }
+    case Op::Dropout: return ref::dropout(x[0], n.scalar, dropoutSeed(ctx.seed, n.id), ctx.training);
+    case Op::DropoutGrad: return ref::dropoutBackward(x[0], n.scalar, dropoutSeed(ctx.seed, n.index), ctx.training);
+    case Op::Argmax: return ref::argmax(x[0], n.names.at(0), n.dtype == DType::I64 ? DType::I64 : DType::I32);
+    case Op::Reshape: return reshape(x[0], n);
+    case Op::Cast: return ref::cast(x[0], n.dtype);
+    case Op::Arange: return ref::arange(n.shape.dims.at(0));
+    default: DTL_REF_FAIL(std::string("no reference kernel for ") + ir::opName(n.op));
+  }
+}
+
+class ReferenceBackend final : public Backend {
+ public:
+  const char* name() const override { return "reference"; }
+
+  KernelStatus run(const Node& n, const std::vector<const TensorView*>& in, TensorView& out,
+                   const RunContext& ctx) override {
+    if (n.op == Op::Input || n.op == Op::Param || n.op == Op::Update)
+      return {false, std::string("reference backend: ") + ir::opName(n.op) + " is not a kernel"};
+    std::vector<ref::Tensor> x;
+    x.reserve(in.size());
+    for (const TensorView* v : in) x.push_back(toRef(*v));
+    ref::Tensor y;
+    bool fallible = n.op == Op::Embed || n.op == Op::EmbedGrad || n.op == Op::CrossEntropy ||
+                    n.op == Op::CrossEntropyGrad;
+    if (fallible) {
+      ref::Status st = runFallible(n, x, &y);
+      if (!st.ok) return {false, st.message};
+    } else {
+      y = runPlain(n, x, ctx);
+    }
+    return store(y, out);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> makeReferenceBackend() { return std::make_unique<ReferenceBackend>(); }
+
+}  // namespace dtl::rt

@@ -1,0 +1,377 @@
+// The training loop.
+//
+// 1. Parameters: initialised from the spec (seeded per path), or loaded by
+//    path from --init, or restored with the optimiser state, the step and the
+//    data cursor from --resume (so the resumed losses equal the
+//    uninterrupted run's bit for bit).
+// 2. Each step: `accumulate` micro-batches forward + backward, gradients
+//    averaged, global-norm clipped, the scheduled learning rate, the
+//    optimiser. A NaN/Inf loss stops the run naming the step; the last
+//    checkpoint written stays the latest.
+// 3. Around it: metrics lines (steps counted from 1, loss before the update),
+//    progress or log lines, evaluation over the whole eval split, checkpoints.
+#include "runtime/exec/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "core/json.h"
+#include "runtime/data/literal.h"
+#include "runtime/exec/executor.h"
+#include "runtime/exec/param_init.h"
+#include "runtime/io/checkpoint_store.h"
+#include "runtime/io/metrics_writer.h"
+#include "runtime/io/progress.h"
+#include "runtime/optim/clip.h"
+
+namespace dtl::rt {
+
+namespace {
+
+struct Param {
+  const ParamSpec* spec;
+  std::vector<float> value;
+  std::vector<float> grad;  // accumulated over micro-batches
+  optim::ParamState state;
+};
+
+io::TensorBlob blob(const std::string& name, const Shape& shape, const std::vector<float>& v) {
+  io::TensorBlob b;
+  b.name = name;
+  b.dtype = "F32";
+  for (const Dim& d : shape.dims) b.shape.push_back(d.size);
+  b.bytes.resize(v.size() * 4);
+  if (!v.empty()) std::memcpy(b.bytes.data(), v.data(), b.bytes.size());
+  return b;
+}
+
+std::string shapeText(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Loads F32 tensors by name into the params; every param must be present
+// with its shape, and nothing else may be in the file.
+bool loadParams(const std::vector<io::TensorBlob>& blobs, std::vector<Param>& params, const std::string& file,
+                std::string& err) {
+  std::map<std::string, const io::TensorBlob*> by_name;
+  for (const auto& b : blobs) by_name[b.name] = &b;
+  bool ok = true;
+  for (Param& p : params) {
+    auto it = by_name.find(p.spec->path);
+    if (it == by_name.end()) {
+      err += file + ": no tensor `" + p.spec->path + "` (the model's parameter " + p.spec->shape.str() + ")\n";
+      ok = false;
+      continue;
+    }
+    const io::TensorBlob& b = *it->second;
+    std::vector<int64_t> want;
+    for (const Dim& d : p.spec->shape.dims) want.push_back(d.size);
+    if (b.shape != want || b.dtype != "F32") {
+      err += file + ": tensor `" + b.name + "` is " + b.dtype + shapeText(b.shape) + " but parameter `" +
+             p.spec->path + "` is F32" + p.spec->shape.str() + "\n";
+      ok = false;
+    } else if (!b.bytes.empty()) {
+      std::memcpy(p.value.data(), b.bytes.data(), b.bytes.size());
+    }
+    by_name.erase(it);
+  }
+  for (const auto& [name, b] : by_name) {
+    err += file + ": tensor `" + name + "` is not a parameter of the model\n";
+    ok = false;
+  }
+  return ok;
+}
+
+class Trainer {
+ public:
+  Trainer(const TrainConfig& c, std::string& err, bool tty) : c_(c), err_(err), tty_(tty) {}
+
+  int run() {
+    const ir::Graph& g = *c_.graph;
+    backend_ = c_.reference_kernels ? makeReferenceBackend() : makeFastBackend();
+    exec_ = std::make_unique<Executor>(g, *backend_);
+    for (const ParamSpec& s : c_.params) params_.push_back(Param{&s, initParam(s, c_.seed), {}, {}});
+    for (Param& p : params_) {
+      exec_->bindParam(p.spec->path, p.value.data());
+      p.grad.assign(p.value.size(), 0.0f);
+    }
+    if (!c_.init_file.empty() && !initFrom(c_.init_file)) return 1;
+    if (!openData()) return 1;
+    int64_t micro_per_epoch = train_loader_->stepsPerEpoch();
+    int64_t steps_per_epoch = micro_per_epoch / c_.accumulate;
+    if (steps_per_epoch < 1 && c_.epochs > 0) {
+      err_ += "the training data holds " + std::to_string(micro_per_epoch) + " batches of " +
+              std::to_string(c_.batch) + ", fewer than one step of " + std::to_string(c_.accumulate) +
+              " micro-batches\n";
+      return 1;
+    }
+    total_ = c_.steps > 0 ? c_.steps : c_.epochs * steps_per_epoch;
+    int64_t start = 0;
+    if (!c_.resume_dir.empty() && !resume(start)) return 1;
+    if (!c_.metrics_file.empty()) {
+      io::Status s = metrics_.open(c_.metrics_file, start > 0);
+      if (!s.ok) {
+        err_ += s.message + "\n";
+        return 1;
+      }
+    }
+    optim::Optimizer opt(c_.optimizer);
+    io::Progress progress(total_, tty_);
+    auto t0 = std::chrono::steady_clock::now();
+    int64_t samples_since = 0;
+    double window_loss = 0;
+    int64_t window_steps = 0;
+    for (int64_t step = start + 1; step <= total_; ++step) {
+      int64_t epoch = train_loader_->cursor().first;
+      double loss = 0;
+      if (!microBatches(step, loss)) return 1;
+      if (!std::isfinite(loss)) {
+        err_ += "step " + std::to_string(step) + ": the loss is " + (std::isnan(loss) ? "NaN" : "infinite") +
+                "; stopping" +
+                (c_.checkpoint_dir.empty() ? "" : " (the last checkpoint in " + c_.checkpoint_dir + " is intact)") +
+                "\nhint: lower the learning rate, or set `clip = 1.0` in `train`\n";
+        return 1;
+      }
+      double lr = optim::scheduledLr(c_.schedule, c_.optimizer.lr, step, total_);
+      update(opt, step, lr);
+      samples_since += c_.batch * c_.accumulate;
+      auto now = std::chrono::steady_clock::now();
+      double secs = std::chrono::duration<double>(now - t0).count();
+      double rate = secs > 0 ? static_cast<double>(samples_since) / secs : 0;
+      if (metrics_.status().ok && !c_.metrics_file.empty())
+        metrics_.write({{"loss", loss}, {"lr", lr}, {"samples_per_s", rate}}, {{"step", step}, {"epoch", epoch}});
+      window_loss += loss;
+      ++window_steps;
+      bool epoch_end = steps_per_epoch > 0 && step % steps_per_epoch == 0;
+      if (due(c_.log_every, step, epoch_end) || (tty_ && step == total_)) {
+        std::string line = progress.line(step, window_loss / static_cast<double>(window_steps), rate);
+        std::fputs(line.c_str(), stdout);
+        std::fflush(stdout);
+        window_loss = 0;
+        window_steps = 0;
+      }
+      if (!c_.eval_fields.empty() && (due(c_.eval_every, step, epoch_end) || step == total_)) {
+        if (!evaluate(step, epoch)) return 1;
+      }
+      if (!c_.checkpoint_dir.empty() && (due(c_.checkpoint_every, step, epoch_end) || step == total_)) {
+        if (!checkpoint(step)) return 1;
+      }
+    }
+    std::fputs(progress.finish().c_str(), stdout);
+    return 0;
+  }
+
+ private:
+  bool due(const Period& p, int64_t step, bool epoch_end) const {
+    if (p.count <= 0) return false;
+    if (!p.epochs) return step % p.count == 0;
+    if (!epoch_end) return false;
+    int64_t steps_per_epoch = train_loader_->stepsPerEpoch() / c_.accumulate;
+    return (step / steps_per_epoch) % p.count == 0;
+  }
+
+  bool initFrom(const std::string& file) {
+    std::vector<io::TensorBlob> blobs;
+    io::Status s = io::readSafetensors(file, blobs);
+    if (!s.ok) {
+      err_ += s.message + "\n";
+      return false;
+    }
+    return loadParams(blobs, params_, file, err_);
+  }
+
+  bool openData() {
+    data::Status s = data::Dataset::open(c_.train_fields, train_);
+    if (!s.ok) {
+      err_ += "train data: " + s.message + "\n";
+      return false;
+    }
+    data::LoaderOptions o;
+    o.batch = c_.batch;
+    o.shuffle = c_.shuffle;
+    o.seed = c_.seed;
+    train_loader_ = std::make_unique<data::Loader>(train_, o);
+    if (!train_loader_->status().ok) {
+      err_ += "train data: " + train_loader_->status().message + "\n";
+      return false;
+    }
+    if (!c_.eval_fields.empty()) {
+      s = data::Dataset::open(c_.eval_fields, eval_);
+      if (!s.ok) {
+        err_ += "eval data: " + s.message + "\n";
+        return false;
+      }
+    }
+    return true;
+  }
+
+  void feed(const data::Batch& b) {
+    for (const auto& [name, v] : b.floats) exec_->setInput(name, v.data(), static_cast<int64_t>(v.size()));
+    for (const auto& [name, v] : b.ints) exec_->setInput(name, v.data(), static_cast<int64_t>(v.size()));
+  }
+
+  bool microBatches(int64_t step, double& loss) {
+    const ir::Graph& g = *c_.graph;
+    for (Param& p : params_) std::fill(p.grad.begin(), p.grad.end(), 0.0f);
+    RunContext ctx;
+    ctx.training = true;
+    ctx.threads = c_.threads;
+    double sum = 0;
+    for (int64_t m = 0; m < c_.accumulate; ++m) {
+      feed(train_loader_->next());
+      ctx.seed = c_.seed * 1000003ull + static_cast<uint64_t>(step) * 131ull + static_cast<uint64_t>(m);
+      KernelStatus s = exec_->run(true, ctx);
+      if (!s.ok) {
+        err_ += "step " + std::to_string(step) + ": " + s.message + "\n";
+        return false;
+      }
+      sum += exec_->value(g.loss);
+      for (Param& p : params_) {
+        const float* gr = exec_->grad(p.spec->path);
+        if (!gr) continue;  // a parameter the loss does not depend on
+        if (c_.accumulate == 1) {
+          std::memcpy(p.grad.data(), gr, p.grad.size() * 4);
+        } else {
+          for (size_t i = 0; i < p.grad.size(); ++i) p.grad[i] += gr[i];
+        }
+      }
+    }
+    if (c_.accumulate > 1) {
+      float inv = 1.0f / static_cast<float>(c_.accumulate);
+      for (Param& p : params_)
+        for (float& v : p.grad) v *= inv;
+    }
+    loss = sum / static_cast<double>(c_.accumulate);
+    return true;
+  }
+
+  void update(const optim::Optimizer& opt, int64_t step, double lr) {
+    if (c_.clip > 0) {
+      std::vector<std::pair<float*, int64_t>> grads;
+      for (Param& p : params_) grads.emplace_back(p.grad.data(), static_cast<int64_t>(p.grad.size()));
+      optim::clipGradNorm(grads, c_.clip);
+    }
+    for (Param& p : params_)
+      opt.update(p.value.data(), p.grad.data(), static_cast<int64_t>(p.value.size()), p.state, step, lr);
+  }
+
+  bool evaluate(int64_t step, int64_t epoch) {
+    const ir::Graph& g = *c_.graph;
+    data::LoaderOptions o;
+    o.batch = c_.batch;
+    o.shuffle = false;
+    o.prefetch = 0;
+    data::Loader loader(eval_, o);
+    if (!loader.status().ok) {
+      err_ += "eval data: " + loader.status().message + "\n";
+      return false;
+    }
+    RunContext ctx;
+    ctx.training = false;
+    ctx.threads = c_.threads;
+    double loss = 0;
+    std::vector<double> metric(g.metrics.size(), 0.0);
+    int64_t n = loader.stepsPerEpoch();
+    for (int64_t i = 0; i < n; ++i) {
+      feed(loader.next());
+      KernelStatus s = exec_->run(false, ctx);
+      if (!s.ok) {
+        err_ += "evaluation after step " + std::to_string(step) + ": " + s.message + "\n";
+        return false;
+      }
+      loss += exec_->value(g.loss);
+      for (size_t k = 0; k < g.metrics.size(); ++k) metric[k] += exec_->value(g.metrics[k].second);
+    }
+    std::vector<std::pair<std::string, double>> fields = {{"eval_loss", loss / static_cast<double>(n)}};
+    std::string line = "eval after step " + std::to_string(step) + ": loss " + json::number(loss / static_cast<double>(n));
+    for (size_t k = 0; k < g.metrics.size(); ++k) {
+      fields.emplace_back("eval_" + g.metrics[k].first, metric[k] / static_cast<double>(n));
+      line += ", " + g.metrics[k].first + " " + json::number(metric[k] / static_cast<double>(n));
+    }
+    if (!c_.metrics_file.empty()) metrics_.write(fields, {{"step", step}, {"epoch", epoch}});
+    std::fputs((tty_ ? "\n" + line + "\n" : line + "\n").c_str(), stdout);
+    std::fflush(stdout);
+    return true;
+  }
+
+  bool checkpoint(int64_t step) {
+    io::CheckpointContents c;
+    c.step = step;
+    std::vector<std::string> names = optim::stateNames(c_.optimizer);
+    for (const Param& p : params_) {
+      c.params.push_back(blob(p.spec->path, p.spec->shape, p.value));
+      const std::vector<float>* state[2] = {&p.state.a, &p.state.b};
+      for (size_t k = 0; k < names.size() && k < 2; ++k)
+        if (!state[k]->empty()) c.optimizer.push_back(blob(p.spec->path + "." + names[k], p.spec->shape, *state[k]));
+    }
+    auto [epoch, in_epoch] = train_loader_->cursor();
+    json::Writer w;
+    w.beginObject().key("step").value(step).key("epoch").value(epoch).key("step_in_epoch").value(in_epoch);
+    w.key("seed").value(static_cast<int64_t>(c_.seed)).key("model").value(c_.model).endObject();
+    c.state_json = w.str();
+    io::Status s = io::CheckpointStore(c_.checkpoint_dir, c_.checkpoint_keep).save(c);
+    if (!s.ok) {
+      err_ += "checkpoint at step " + std::to_string(step) + ": " + s.message + "\n";
+      return false;
+    }
+    return true;
+  }
+
+  bool resume(int64_t& start) {
+    io::CheckpointContents c;
+    io::Status s = io::CheckpointStore::loadLatest(c_.resume_dir, c);
+    if (!s.ok) {
+      err_ += "--resume " + c_.resume_dir + ": " + s.message + "\n";
+      return false;
+    }
+    if (!loadParams(c.params, params_, c_.resume_dir, err_)) return false;
+    std::map<std::string, const io::TensorBlob*> opt;
+    for (const auto& b : c.optimizer) opt[b.name] = &b;
+    std::vector<std::string> names = optim::stateNames(c_.optimizer);
+    for (Param& p : params_) {
+      std::vector<float>* state[2] = {&p.state.a, &p.state.b};
+      for (size_t k = 0; k < names.size() && k < 2; ++k) {
+        auto it = opt.find(p.spec->path + "." + names[k]);
+        if (it == opt.end()) continue;
+        state[k]->resize(it->second->bytes.size() / 4);
+        if (!state[k]->empty()) std::memcpy(state[k]->data(), it->second->bytes.data(), it->second->bytes.size());
+      }
+    }
+    data::Literal state;
+    std::string perr;
+    int64_t epoch = 0, in_epoch = 0;
+    if (!data::parseLiteral(c.state_json, data::Syntax::Json, state, perr)) {
+      err_ += "--resume " + c_.resume_dir + ": state.json: " + perr + "\n";
+      return false;
+    }
+    if (const data::Literal* e = state.get("epoch")) epoch = e->i;
+    if (const data::Literal* e = state.get("step_in_epoch")) in_epoch = e->i;
+    train_loader_->seek(epoch, in_epoch);
+    start = c.step;
+    std::fprintf(stdout, "resumed from %s at step %lld\n", c_.resume_dir.c_str(), static_cast<long long>(start));
+    return true;
+  }
+
+  const TrainConfig& c_;
+  std::string& err_;
+  bool tty_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Executor> exec_;
+  std::vector<Param> params_;
+  data::Dataset train_, eval_;
+  std::unique_ptr<data::Loader> train_loader_;
+  io::MetricsWriter metrics_;
+  int64_t total_ = 0;
+};
+
+}  // namespace
+
+int train(const TrainConfig& config, std::string& err, bool is_tty) {
+  return Trainer(config, err, is_tty).run();
+}
+
+}  // namespace dtl::rt

@@ -1,0 +1,56 @@
+// One-process training: parameters, data, the executor, the optimiser, and
+// everything around the loop — evaluation, metrics, progress, checkpoints,
+// resume. Built by `dtlc run` from the checked spec; knows nothing of the
+// compiler beyond the graph.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/graph.h"
+#include "runtime/data/loader.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/optim/schedule.h"
+
+namespace dtl::rt {
+
+struct ParamSpec {
+  std::string path;
+  Shape shape;  // stacked params lead with their repeat dims
+  std::string init;  // zeros ones normal uniform xavier kaiming
+  std::map<std::string, double> init_args;
+  int stack_dims = 0;  // leading repeat dims (not part of fan-in/fan-out)
+};
+
+struct Period {
+  int64_t count = 0;  // 0 = never
+  bool epochs = false;
+};
+
+struct TrainConfig {
+  const ir::Graph* graph = nullptr;
+  std::string model;
+  std::vector<ParamSpec> params;
+  std::vector<data::FieldSpec> train_fields, eval_fields;
+  bool shuffle = true;
+  int64_t batch = 1, accumulate = 1;
+  int64_t epochs = 0, steps = 0;  // exactly one is > 0
+  optim::OptimizerConfig optimizer;
+  optim::ScheduleConfig schedule;
+  double clip = 0;  // 0 = no clipping
+  uint64_t seed = 0;
+  Period log_every, eval_every, checkpoint_every;
+  std::string checkpoint_dir;
+  int64_t checkpoint_keep = 0;
+  std::string init_file, resume_dir, metrics_file;
+  bool reference_kernels = false;
+  int threads = 1;
+};
+
+// Trains; progress and logs to `out`, errors to `err`. Returns the exit
+// status: 0 done, 1 a failure the message explains (bad data, NaN loss, …).
+int train(const TrainConfig& config, std::string& err, bool is_tty);
+
+}  // namespace dtl::rt

@@ -1,0 +1,135 @@
+// The fast backend: f32 kernels on executor memory, contractions through
+// oneDNN's SGEMM (gemm.h). Dispatch only; the kernels are in this folder.
+// Threading: GEMMs use ctx.threads OpenMP threads; every other kernel runs on
+// the calling thread.
+#include <cstring>
+#include <optional>
+
+#include "runtime/exec/backend.h"
+#include "runtime/kernels/fast/gemm.h"
+#include "runtime/kernels/fast/kernels.h"
+#include "runtime/kernels/fast/strided.h"
+
+namespace dtl::rt {
+
+namespace {
+
+using ir::Node;
+using ir::Op;
+
+std::optional<ref::Binary> parseBinary(const std::string& fn) {
+  static const char* const kFns[] = {"add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge"};
+  for (int k = 0; k < 10; ++k)
+    if (fn == kFns[k]) return static_cast<ref::Binary>(k);
+  return std::nullopt;
+}
+
+KernelStatus fail(const Node& n, const std::string& why) {
+  return {false, std::string("fast backend: ") + ir::opName(n.op) + " node %" + std::to_string(n.id) + ": " + why};
+}
+
+// The kernels that can fail on user data or in the GEMM library.
+std::optional<std::string> runFallible(const Node& n, const std::vector<const TensorView*>& in, TensorView& out,
+                                       fast::Scratch& s) {
+  auto x = [&](size_t k) -> const TensorView& { return *in.at(k); };
+  switch (n.op) {
+    case Op::Contract: {
+      std::string err;
+      if (!fast::contract(x(0).f(), x(0).shape, x(1).f(), x(1).shape, out.f(), out.shape, s.a, &err)) return err;
+      return "";
+    }
+    case Op::Attention: return fast::attention(x(0), x(1), x(2), n.flag, out, s);
+    case Op::AttentionGrad: return fast::attentionGrad(x(0), x(1), x(2), x(3), n.flag, static_cast<int>(n.index), out, s);
+    case Op::Embed: return fast::embed(x(0), x(1), out);
+    case Op::EmbedGrad: return fast::embedGrad(x(0), x(1), out);
+    case Op::CrossEntropy: return fast::crossEntropy(x(0), x(1), n.names.at(0), out, s);
+    case Op::CrossEntropyGrad: return fast::crossEntropyGrad(x(0), x(1), n.names.at(0), x(2), out, s);
+    default: return std::nullopt;
+  }
+}
+
+// Everything else; false for an op (or fn) this backend does not know.
+bool runPlain(const Node& n, const std::vector<const TensorView*>& in, TensorView& out, const RunContext& ctx,
+              fast::Scratch& s) {
+  auto x = [&](size_t k) -> const TensorView& { return *in.at(k); };
+  auto unaryOp = [&] { return ref::parseUnary(n.fn); };
+  switch (n.op) {
+    case Op::Const: fast::fill(n.scalar, out); return true;
+    case Op::Slice: fast::sliceCopy(x(0).data, x(0).shape, n.names.at(0), n.index, out.data); return true;
+    case Op::SliceGrad:
+      std::memset(out.data, 0, static_cast<size_t>(out.elements) * 4);
+      fast::sliceScatter(x(0).data, out.shape, n.names.at(0), n.index, out.data);
+      return true;
+    case Op::Align: fast::alignCopy(x(0).data, x(0).shape, out.data, out.shape); return true;
+    case Op::ReduceTo: fast::sumTo(x(0).f(), x(0).shape, out.f(), out.shape); return true;
+    case Op::Reshape:  // same data, new names
+      std::memcpy(out.data, x(0).data, static_cast<size_t>(out.elements) * 4);
+      return true;
+    case Op::Cast: fast::cast(x(0), out); return true;
+    case Op::Arange: fast::arange(out); return true;
+    case Op::Unary:
+      if (!unaryOp()) return false;
+      fast::unary(*unaryOp(), x(0), out);
+      return true;
+    case Op::UnaryGrad:
+      if (!unaryOp()) return false;
+      fast::unaryGrad(*unaryOp(), x(0), x(1), out);
+      return true;
+    case Op::Binary: {
+      auto op = parseBinary(n.fn);
+      if (!op) return false;
+      fast::binary(*op, x(0), x(1), out);
+      return true;
+    }
+    case Op::Reduce:
+      if (n.fn == "sum") fast::reduceSum(x(0), out);
+      else if (n.fn == "mean") fast::reduceMean(x(0), out);
+      else if (n.fn == "max") fast::reduceMax(x(0), out);
+      else return false;
+      return true;
+    case Op::MaxGrad: fast::maxGrad(x(0), x(1), out); return true;
+    case Op::Argmax: fast::argmax(x(0), n.names.at(0), out); return true;
+    case Op::Softmax:
+    case Op::LogSoftmax: fast::softmax(x(0), n.names.at(0), n.op == Op::LogSoftmax, out, s); return true;
+    case Op::SoftmaxGrad:
+    case Op::LogSoftmaxGrad:
+      fast::softmaxGrad(x(0), x(1), n.names.at(0), n.op == Op::LogSoftmaxGrad, out, s);
+      return true;
+    case Op::Normalize:
+    case Op::RmsNormalize: fast::normalize(x(0), n.names, n.scalar, n.op == Op::RmsNormalize, out, s); return true;
+    case Op::NormalizeGrad:
+    case Op::RmsNormalizeGrad:
+      fast::normalizeGrad(x(0), x(1), n.names, n.scalar, n.op == Op::RmsNormalizeGrad, out, s);
+      return true;
+    case Op::Dropout: fast::dropout(x(0), n.scalar, dropoutSeed(ctx.seed, n.id), ctx.training, out); return true;
+    case Op::DropoutGrad:
+      fast::dropout(x(0), n.scalar, dropoutSeed(ctx.seed, n.index), ctx.training, out);
+      return true;
+    default: return false;
+  }
+}
+
+class FastBackend final : public Backend {
+ public:
+  const char* name() const override { return "fast"; }
+
+  KernelStatus run(const Node& n, const std::vector<const TensorView*>& in, TensorView& out,
+                   const RunContext& ctx) override {
+    fast::setGemmThreads(ctx.threads);
+    if (std::optional<std::string> err = runFallible(n, in, out, scratch_)) {
+      if (!err->empty()) return {false, *err};
+      return {};
+    }
+    if (!runPlain(n, in, out, ctx, scratch_)) return fail(n, "no kernel for this op" + (n.fn.empty() ? "" : " ." + n.fn));
+    return {};
+  }
+
+ private:
+  fast::Scratch scratch_;  // reused between nodes: one node at a time per backend
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> makeFastBackend() { return std::make_unique<FastBackend>(); }
+
+}  // namespace dtl::rt

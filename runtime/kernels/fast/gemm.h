@@ -1,0 +1,46 @@
+// Named contraction on one vendor SGEMM (oneDNN's dnnl_sgemm, row-major).
+//
+// Why oneDNN: it picks its kernels from CPUID on its own (AVX2, AVX-512, AMX),
+// while Debian's OpenBLAS 0.3.21 misdetects the Sapphire Rapids CI machines
+// and runs SSE3 kernels at ~20% of peak unless the user sets an environment
+// variable (shared/design/measured.md). bench/gemm_bench.cc measures both.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/shape.h"
+
+namespace dtl::rt::fast {
+
+// C[M, N] = alpha · op(A) · op(B) + beta · C, row-major; trans 'N' or 'T'.
+// Returns false (with a message) when the library reports an error.
+bool sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc, std::string* error);
+
+// Sets the OpenMP thread count oneDNN's GEMM uses, for the calling thread,
+// only when it changes (the call is not free).
+void setGemmThreads(int threads);
+
+// How one contraction maps onto a GEMM. a's names split into M (a only, a's
+// order) and K (shared); b's into K and N (b only). An operand is used in
+// place when it is laid out as [M…, K…] / [K…, M…] (b: [K…, N…] / [N…, K…])
+// with the K names in the order the other operand uses; otherwise it is
+// permuted into scratch as [M…, K…] (b: [K…, N…]) first. Size-1 dims never
+// matter for layout. The result is C[M…, N…]; if the node wants another
+// order, it is computed in scratch and permuted.
+struct ContractPlan {
+  int64_t m = 1, n = 1, k = 1;
+  char ta = 'N', tb = 'N';
+  bool permute_a = false, permute_b = false, permute_c = false;
+  Shape a_as, b_as, c_as;  // the layouts a, b and C are used in
+};
+
+ContractPlan planContract(const Shape& a, const Shape& b, const Shape& out);
+
+// out[out_shape] = a @ b; scratch is reused between calls.
+bool contract(const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, float* out,
+              const Shape& out_shape, std::vector<float>& scratch, std::string* error);
+
+}  // namespace dtl::rt::fast

@@ -1,0 +1,62 @@
+// The fast f32 kernels behind makeFastBackend(), one function per primitive
+// (forward and backward). Inputs and outputs are executor TensorViews; the
+// caller (fast_backend.cc) has checked arity and prepared `out` from the node.
+// Scratch buffers live in `Scratch`, owned by the backend and reused, so a
+// backend object must not run two nodes at once.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/exec/backend.h"
+#include "runtime/kernels/reference/elementwise.h"
+
+namespace dtl::rt::fast {
+
+using Names = std::vector<std::string>;
+
+struct Scratch {
+  std::vector<float> a, b, c, d;
+  std::vector<int32_t> ids;
+};
+
+// elementwise.cc
+void unary(ref::Unary op, const TensorView& x, TensorView& y);
+void unaryGrad(ref::Unary op, const TensorView& x, const TensorView& dy, TensorView& dx);
+void binary(ref::Binary op, const TensorView& a, const TensorView& b, TensorView& y);
+void fill(double value, TensorView& y);
+void cast(const TensorView& x, TensorView& y);
+void arange(TensorView& y);
+void dropout(const TensorView& x, double p, uint64_t seed, bool training, TensorView& y);
+
+// reduce.cc: over `names` (empty = all); the output keeps x's other dims.
+void reduceSum(const TensorView& x, TensorView& y);
+void reduceMean(const TensorView& x, TensorView& y);
+void reduceMax(const TensorView& x, TensorView& y);
+void maxGrad(const TensorView& x, const TensorView& dy, TensorView& dx);
+void argmax(const TensorView& x, const std::string& over, TensorView& y);
+
+// rows.cc: ops over a set of "row" names (softmax: one; normalize: several).
+void softmax(const TensorView& x, const std::string& over, bool log, TensorView& y, Scratch& s);
+void softmaxGrad(const TensorView& y, const TensorView& dy, const std::string& over, bool log, TensorView& dx,
+                 Scratch& s);
+void normalize(const TensorView& x, const Names& over, double eps, bool rms, TensorView& y, Scratch& s);
+void normalizeGrad(const TensorView& x, const TensorView& dy, const Names& over, double eps, bool rms, TensorView& dx,
+                   Scratch& s);
+
+// nn.cc: the ops that fail on bad user data return "" or the message.
+std::string crossEntropy(const TensorView& logits, const TensorView& labels, const std::string& classes, TensorView& y,
+                         Scratch& s);
+std::string crossEntropyGrad(const TensorView& logits, const TensorView& labels, const std::string& classes,
+                             const TensorView& dloss, TensorView& dx, Scratch& s);
+std::string embed(const TensorView& table, const TensorView& ids, TensorView& y);
+std::string embedGrad(const TensorView& ids, const TensorView& dy, TensorView& dtable);
+
+// attention.cc: q [lead…, seq_q, heads, dim], k and v [lead…, seq_k, heads, dim].
+std::string attention(const TensorView& q, const TensorView& k, const TensorView& v, bool causal, TensorView& y,
+                      Scratch& s);
+// which: 0 = dq, 1 = dk, 2 = dv.
+std::string attentionGrad(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& dy,
+                          bool causal, int which, TensorView& dx, Scratch& s);
+
+}  // namespace dtl::rt::fast

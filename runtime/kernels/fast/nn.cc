@@ -1,0 +1,128 @@
+// cross_entropy fused with log_softmax (one pass per row, no log-prob tensor)
+// and its gradient, embed and its scatter-add gradient. Labels and ids come
+// from user data: a bad one is a message naming its position, never an abort,
+// with the reference's wording.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "runtime/kernels/fast/kernels.h"
+#include "runtime/kernels/fast/rows.h"
+#include "runtime/kernels/fast/simd.h"
+#include "runtime/kernels/fast/strided.h"
+#include "runtime/kernels/fast/vmath.h"
+#include "runtime/kernels/reference/tensor.h"
+
+namespace dtl::rt::fast {
+
+namespace {
+
+std::string checkLabels(const TensorView& labels, const Dim& classes) {
+  for (int64_t k = 0; k < labels.elements; ++k) {
+    int64_t c = labels.i()[k];
+    if (c < 0 || c >= classes.size)
+      return "cross_entropy: label " + std::to_string(c) + " at " + ref::positionStr(labels.shape, k) +
+             " is out of range for " + classes.name + " " + std::to_string(classes.size) + "; labels must be in [0, " +
+             std::to_string(classes.size) + ")";
+  }
+  return "";
+}
+
+// Labels reordered to the logits' non-class dims, one per row.
+const int32_t* rowLabels(const TensorView& labels, const RowLayout& l, std::vector<int32_t>& buf) {
+  Shape rest = l.rows_shape;
+  rest.dims.pop_back();  // the classes dim is last in the row layout
+  buf.resize(static_cast<size_t>(labels.elements));
+  alignCopy(labels.i(), labels.shape, buf.data(), rest);
+  return buf.data();
+}
+
+// max and log Σ exp(x − max) of one row.
+DTL_FAST_CLONES void logSumExp(const float* DTL_RESTRICT x, int64_t n, float* max_out, float* lse_out) {
+  float m = -INFINITY;
+  DTL_SIMD_MAX(m)
+  for (int64_t i = 0; i < n; ++i) m = m > x[i] ? m : x[i];
+  float s = 0;
+  DTL_SIMD_SUM(s)
+  for (int64_t i = 0; i < n; ++i) s += std::exp(x[i] - m);
+  *max_out = m;
+  *lse_out = std::log(s);
+}
+
+// dx = g · (softmax(x) − onehot(label)).
+DTL_FAST_CLONES void crossEntropyGradRow(float* DTL_RESTRICT dx, const float* DTL_RESTRICT x, int64_t n, int32_t label,
+                                         float g) {
+  float m, lse;
+  logSumExp(x, n, &m, &lse);
+  const float shift = m + lse;
+  DTL_SIMD for (int64_t i = 0; i < n; ++i) dx[i] = g * std::exp(x[i] - shift);
+  dx[label] -= g;
+}
+
+DTL_FAST_CLONES void addRow(float* DTL_RESTRICT dst, const float* DTL_RESTRICT src, int64_t n) {
+  DTL_SIMD for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+std::string checkIds(const TensorView& ids, const Dim& vocab) {
+  for (int64_t k = 0; k < ids.elements; ++k) {
+    int64_t id = ids.i()[k];
+    if (id < 0 || id >= vocab.size)
+      return "embed: id " + std::to_string(id) + " at " + ref::positionStr(ids.shape, k) +
+             " is out of range for a table of " + vocab.name + " " + std::to_string(vocab.size) +
+             "; ids must be in [0, " + std::to_string(vocab.size) + ")";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string crossEntropy(const TensorView& logits, const TensorView& labels, const std::string& classes, TensorView& y,
+                         Scratch& s) {
+  const Dim& c = logits.shape.dims.at(static_cast<size_t>(logits.shape.find(classes)));
+  if (std::string e = checkLabels(labels, c); !e.empty()) return e;
+  RowLayout l = rowLayout(logits.shape, {classes});
+  const float* x = inRows(logits, l, s.a);
+  const int32_t* lab = rowLabels(labels, l, s.ids);
+  double total = 0;  // summed in double: one term per row, cheap and exact enough
+  for (int64_t r = 0; r < l.rows; ++r) {
+    const float* row = x + r * l.n;
+    float m, lse;
+    logSumExp(row, l.n, &m, &lse);
+    total += static_cast<double>(m) + lse - row[lab[r]];
+  }
+  // No positions gives 0/0 = NaN, as the reference.
+  y.f()[0] = static_cast<float>(total / static_cast<double>(l.rows));
+  return "";
+}
+
+std::string crossEntropyGrad(const TensorView& logits, const TensorView& labels, const std::string& classes,
+                             const TensorView& dloss, TensorView& dx, Scratch& s) {
+  const Dim& c = logits.shape.dims.at(static_cast<size_t>(logits.shape.find(classes)));
+  if (std::string e = checkLabels(labels, c); !e.empty()) return e;
+  RowLayout l = rowLayout(logits.shape, {classes});
+  const float* x = inRows(logits, l, s.a);
+  const int32_t* lab = rowLabels(labels, l, s.ids);
+  float* out = outRows(dx, l, s.b);
+  const float g = static_cast<float>(static_cast<double>(dloss.f()[0]) / static_cast<double>(l.rows));
+  for (int64_t r = 0; r < l.rows; ++r) crossEntropyGradRow(out + r * l.n, x + r * l.n, l.n, lab[r], g);
+  finishRows(dx, l, out);
+  return "";
+}
+
+std::string embed(const TensorView& table, const TensorView& ids, TensorView& y) {
+  if (std::string e = checkIds(ids, table.shape.dims.at(0)); !e.empty()) return e;
+  const int64_t vocab = table.shape.dims[0].size, row = vocab ? table.elements / vocab : 0;
+  for (int64_t k = 0; k < ids.elements; ++k)
+    std::memcpy(y.f() + k * row, table.f() + ids.i()[k] * row, static_cast<size_t>(row) * sizeof(float));
+  return "";
+}
+
+std::string embedGrad(const TensorView& ids, const TensorView& dy, TensorView& dtable) {
+  if (std::string e = checkIds(ids, dtable.shape.dims.at(0)); !e.empty()) return e;
+  const int64_t vocab = dtable.shape.dims[0].size, row = vocab ? dtable.elements / vocab : 0;
+  std::memset(dtable.f(), 0, static_cast<size_t>(dtable.elements) * sizeof(float));
+  for (int64_t k = 0; k < ids.elements; ++k) addRow(dtable.f() + ids.i()[k] * row, dy.f() + k * row, row);
+  return "";
+}
+
+}  // namespace dtl::rt::fast

@@ -1,0 +1,156 @@
+// Strided spaces and the data movement built on them (align, sum-to, slice).
+#include "runtime/kernels/fast/strided.h"
+
+#include <cstring>
+
+#include "runtime/kernels/fast/simd.h"
+
+namespace dtl::rt::fast {
+
+std::vector<int64_t> rowMajor(const Shape& s) {
+  std::vector<int64_t> st(s.rank(), 1);
+  for (size_t d = s.rank(); d-- > 1;) st[d - 1] = st[d] * s.dims[d].size;
+  return st;
+}
+
+std::vector<int64_t> stridesIn(const Shape& part, const Shape& space) {
+  std::vector<int64_t> pst = rowMajor(part), st(space.rank(), 0);
+  for (size_t d = 0; d < space.rank(); ++d) {
+    int j = part.find(space.dims[d].name);
+    if (j >= 0) st[d] = pst[static_cast<size_t>(j)];
+  }
+  return st;
+}
+
+int64_t count(const Shape& s) {
+  int64_t n = 1;
+  for (const Dim& d : s.dims) n *= d.size;
+  return n;
+}
+
+Space makeSpace(const Shape& shape, const std::vector<std::vector<int64_t>>& strides) {
+  Space s;
+  s.operands = static_cast<int>(strides.size());
+  for (size_t d = 0; d < shape.rank(); ++d) {
+    int64_t n = shape.dims[d].size;
+    if (n == 0) s.empty = true;
+    if (n == 1) continue;  // visits one coordinate: no loop needed
+    Offsets st{};
+    for (int k = 0; k < s.operands; ++k) st[k] = strides[k][d];
+    // Merge into the previous (outer) dim when every operand steps across the
+    // boundary as if the two were one dim: outer stride = inner stride × size.
+    if (!s.size.empty()) {
+      bool merge = true;
+      for (int k = 0; k < s.operands; ++k) merge = merge && s.stride.back()[k] == st[k] * n;
+      if (merge) {
+        s.size.back() *= n;
+        s.stride.back() = st;
+        continue;
+      }
+    }
+    s.size.push_back(n);
+    s.stride.push_back(st);
+  }
+  return s;
+}
+
+namespace {
+
+DTL_FAST_CLONES void gather32(uint32_t* DTL_RESTRICT dst, const uint32_t* DTL_RESTRICT src, int64_t step, int64_t n) {
+  DTL_SIMD
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i * step];
+}
+
+void copyRun(uint32_t* dst, const uint32_t* src, int64_t step, int64_t n) {
+  if (step == 1) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+  } else if (step == 0) {
+    const uint32_t v = *src;
+    for (int64_t i = 0; i < n; ++i) dst[i] = v;
+  } else {
+    gather32(dst, src, step, n);
+  }
+}
+
+// dst[i·ds] += src[i] for a run of src (unit stride): ds = 0 is a reduction.
+DTL_FAST_CLONES void accumulateRun(float* DTL_RESTRICT dst, int64_t ds, const float* DTL_RESTRICT src, int64_t n) {
+  if (ds == 0) {
+    float acc = 0;
+    DTL_SIMD_SUM(acc)
+    for (int64_t i = 0; i < n; ++i) acc += src[i];
+    *dst += acc;
+  } else if (ds == 1) {
+    DTL_SIMD
+    for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i * ds] += src[i];
+  }
+}
+
+}  // namespace
+
+void alignCopy(const void* src, const Shape& src_shape, void* dst, const Shape& dst_shape) {
+  Space s = makeSpace(dst_shape, {rowMajor(dst_shape), stridesIn(src_shape, dst_shape)});
+  auto* d = static_cast<uint32_t*>(dst);
+  const auto* x = static_cast<const uint32_t*>(src);
+  forEachRun(s, [&](const Offsets& off, int64_t n, const Offsets& in) { copyRun(d + off[0], x + off[1], in[1], n); });
+}
+
+void sumTo(const float* src, const Shape& src_shape, float* dst, const Shape& dst_shape) {
+  std::memset(dst, 0, static_cast<size_t>(count(dst_shape)) * sizeof(float));
+  Space s = makeSpace(src_shape, {stridesIn(dst_shape, src_shape), rowMajor(src_shape)});
+  forEachRun(s, [&](const Offsets& off, int64_t n, const Offsets& in) {
+    // The source is row-major over its own space, so its runs have unit stride.
+    accumulateRun(dst + off[0], in[0], src + off[1], n);
+  });
+}
+
+namespace {
+
+// The copy's shape (full without `name`) and, over it, the full tensor's
+// strides; `base` is where copy `index` starts.
+struct SliceMap {
+  Shape copy;
+  std::vector<int64_t> full_strides;
+  int64_t base = 0;
+};
+
+SliceMap sliceMap(const Shape& full, const std::string& name, int64_t index) {
+  SliceMap m;
+  std::vector<int64_t> st = rowMajor(full);
+  for (size_t d = 0; d < full.rank(); ++d) {
+    if (full.dims[d].name == name) {
+      m.base = index * st[d];
+      continue;
+    }
+    m.copy.dims.push_back(full.dims[d]);
+    m.full_strides.push_back(st[d]);
+  }
+  return m;
+}
+
+}  // namespace
+
+void sliceCopy(const void* full, const Shape& full_shape, const std::string& name, int64_t index, void* copy) {
+  SliceMap m = sliceMap(full_shape, name, index);
+  Space s = makeSpace(m.copy, {rowMajor(m.copy), m.full_strides});
+  auto* d = static_cast<uint32_t*>(copy);
+  const auto* x = static_cast<const uint32_t*>(full) + m.base;
+  forEachRun(s, [&](const Offsets& off, int64_t n, const Offsets& in) { copyRun(d + off[0], x + off[1], in[1], n); });
+}
+
+void sliceScatter(const void* copy, const Shape& full_shape, const std::string& name, int64_t index, void* full) {
+  SliceMap m = sliceMap(full_shape, name, index);
+  Space s = makeSpace(m.copy, {m.full_strides, rowMajor(m.copy)});
+  auto* d = static_cast<uint32_t*>(full) + m.base;
+  const auto* x = static_cast<const uint32_t*>(copy);
+  forEachRun(s, [&](const Offsets& off, int64_t n, const Offsets& in) {
+    if (in[0] == 1) {
+      std::memcpy(d + off[0], x + off[1], static_cast<size_t>(n) * 4);
+    } else {
+      for (int64_t i = 0; i < n; ++i) d[off[0] + i * in[0]] = x[off[1] + i];
+    }
+  });
+}
+
+}  // namespace dtl::rt::fast

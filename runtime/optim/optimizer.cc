@@ -1,0 +1,214 @@
+// Fast f32 updates for sgd, adam and adamw, following PyTorch 1.13's
+// _single_tensor_sgd / _single_tensor_adam / _single_tensor_adamw step by step;
+// each step's comment quotes the PyTorch line it reproduces.
+#include "runtime/optim/optimizer.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "runtime/optim/simd.h"
+
+namespace dtl::rt::optim {
+
+namespace {
+
+using detail::withBools;
+
+[[noreturn]] void fail(const std::string& m) { throw std::invalid_argument("optimizer: " + m); }
+
+// ---------------------------------------------------------------- sgd
+
+struct SgdArgs {
+  float* p;
+  const float* g;
+  float* buf;
+  int64_t n;
+  float wd, momentum, one_minus_dampening, neg_lr;
+};
+
+template <bool kWd, bool kMomentum, bool kFirst, bool kNesterov>
+DTL_OPTIM_INLINE void sgdLoop(const SgdArgs& s) {
+  float* DTL_OPTIM_RESTRICT p = s.p;
+  const float* DTL_OPTIM_RESTRICT g = s.g;
+  float* DTL_OPTIM_RESTRICT buf = s.buf;
+  const float wd = s.wd, mom = s.momentum, omd = s.one_minus_dampening, neg_lr = s.neg_lr;
+  for (int64_t i = 0; i < s.n; ++i) {
+    float d = g[i];
+    if constexpr (kWd) d = std::fma(p[i], wd, d);  // d_p = d_p.add(param, alpha=weight_decay)
+    if constexpr (kMomentum) {
+      float b;
+      if constexpr (kFirst) {
+        b = d;  // buf = torch.clone(d_p)
+      } else {
+        b = std::fma(d, omd, buf[i] * mom);  // buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
+      }
+      buf[i] = b;
+      if constexpr (kNesterov) {
+        d = std::fma(b, mom, d);  // d_p = d_p.add(buf, alpha=momentum)
+      } else {
+        d = b;  // d_p = buf
+      }
+    }
+    p[i] = std::fma(d, neg_lr, p[i]);  // param.add_(d_p, alpha=-lr)
+  }
+}
+
+template <bool... B>
+void sgdBaseline(const SgdArgs& s) {
+  sgdLoop<B...>(s);
+}
+template <bool... B>
+DTL_OPTIM_TARGET_FMA void sgdFma(const SgdArgs& s) {
+  sgdLoop<B...>(s);
+}
+
+// ---------------------------------------------------------------- adam, adamw
+
+struct AdamArgs {
+  float* p;
+  const float* g;
+  float* m;
+  float* v;
+  int64_t n;
+  float wd, decay, beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size;
+};
+
+template <bool kL2, bool kDecoupled>
+DTL_OPTIM_INLINE void adamLoop(const AdamArgs& s) {
+  float* DTL_OPTIM_RESTRICT p = s.p;
+  const float* DTL_OPTIM_RESTRICT g = s.g;
+  float* DTL_OPTIM_RESTRICT m = s.m;
+  float* DTL_OPTIM_RESTRICT v = s.v;
+  const float wd = s.wd, decay = s.decay, b1 = s.beta1, omb1 = s.one_minus_beta1, b2 = s.beta2,
+              omb2 = s.one_minus_beta2, bc2_sqrt = s.bc2_sqrt, eps = s.eps, neg_step = s.neg_step_size;
+  for (int64_t i = 0; i < s.n; ++i) {
+    float gi = g[i];
+    float pi = p[i];
+    if constexpr (kL2) gi = std::fma(pi, wd, gi);        // grad = grad.add(param, alpha=weight_decay)
+    if constexpr (kDecoupled) pi = pi * decay;           // param.mul_(1 - lr * weight_decay)
+    const float mi = std::fma(gi, omb1, m[i] * b1);      // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+    const float vi = std::fma(omb2 * gi, gi, v[i] * b2); // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    const float denom = std::sqrt(vi) / bc2_sqrt + eps;  // (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi + neg_step * mi / denom;                   // param.addcdiv_(exp_avg, denom, value=-step_size)
+  }
+}
+
+template <bool... B>
+void adamBaseline(const AdamArgs& s) {
+  adamLoop<B...>(s);
+}
+template <bool... B>
+DTL_OPTIM_TARGET_FMA void adamFma(const AdamArgs& s) {
+  adamLoop<B...>(s);
+}
+
+}  // namespace
+
+std::vector<std::string> stateNames(const OptimizerConfig& c) {
+  if (c.name == "sgd") {
+    if (c.momentum != 0) return {"momentum_buffer"};
+    return {};
+  }
+  return {"exp_avg", "exp_avg_sq"};
+}
+
+Optimizer::Optimizer(OptimizerConfig c) : config_(std::move(c)) {
+  const OptimizerConfig& k = config_;
+  const bool sgd = k.name == "sgd";
+  if (!sgd && k.name != "adam" && k.name != "adamw") fail("unknown optimizer '" + k.name + "'");
+  // PyTorch's own constructor checks (NaN fails them too).
+  if (!(k.lr >= 0)) fail("Invalid learning rate: " + std::to_string(k.lr));
+  if (!(k.weight_decay >= 0)) fail("Invalid weight_decay value: " + std::to_string(k.weight_decay));
+  if (sgd) {
+    if (!(k.momentum >= 0)) fail("Invalid momentum value: " + std::to_string(k.momentum));
+    if (k.nesterov && (k.momentum <= 0 || k.dampening != 0))
+      fail("Nesterov momentum requires a momentum and zero dampening");
+  } else {
+    if (!(k.eps >= 0)) fail("Invalid epsilon value: " + std::to_string(k.eps));
+    if (!(k.beta1 >= 0 && k.beta1 < 1)) fail("Invalid beta parameter at index 0: " + std::to_string(k.beta1));
+    if (!(k.beta2 >= 0 && k.beta2 < 1)) fail("Invalid beta parameter at index 1: " + std::to_string(k.beta2));
+  }
+}
+
+void Optimizer::update(float* param, const float* grad, int64_t n, ParamState& state, int64_t step,
+                       double lr) const {
+  const OptimizerConfig& k = config_;
+  if (n < 0) fail("negative tensor size");
+  const bool fma_build = detail::useFmaBuild();
+
+  if (k.name == "sgd") {
+    const bool momentum = k.momentum != 0;
+    bool first = false;
+    if (momentum) {
+      if (state.a.empty()) {  // PyTorch: momentum_buffer is None
+        state.a.resize(static_cast<size_t>(n));
+        first = true;
+      } else if (static_cast<int64_t>(state.a.size()) != n) {
+        fail("momentum_buffer has " + std::to_string(state.a.size()) + " elements, tensor has " +
+             std::to_string(n));
+      }
+    }
+    SgdArgs s{param,
+              grad,
+              state.a.data(),
+              n,
+              static_cast<float>(k.weight_decay),
+              static_cast<float>(k.momentum),
+              static_cast<float>(1 - k.dampening),
+              static_cast<float>(-lr)};
+    withBools(
+        [&]<bool W, bool M, bool F, bool N>() {
+          if (fma_build) {
+            sgdFma<W, M, F, N>(s);
+          } else {
+            sgdBaseline<W, M, F, N>(s);
+          }
+        },
+        k.weight_decay != 0, momentum, first, momentum && k.nesterov);
+    return;
+  }
+
+  // adam, adamw
+  if (step < 1) fail("step counts from 1, got " + std::to_string(step));
+  if (state.a.empty() && state.b.empty()) {
+    state.a.assign(static_cast<size_t>(n), 0.0f);  // exp_avg = zeros_like(p)
+    state.b.assign(static_cast<size_t>(n), 0.0f);  // exp_avg_sq = zeros_like(p)
+  } else if (static_cast<int64_t>(state.a.size()) != n || static_cast<int64_t>(state.b.size()) != n) {
+    fail("adam state has " + std::to_string(state.a.size()) + "/" + std::to_string(state.b.size()) +
+         " elements, tensor has " + std::to_string(n));
+  }
+  const bool decoupled = k.name == "adamw";
+  // Python floats, as PyTorch computes them (step is a float there: step_t.item()).
+  const double s_d = static_cast<double>(step);
+  const double bias_correction1 = 1 - std::pow(k.beta1, s_d);
+  const double bias_correction2 = 1 - std::pow(k.beta2, s_d);
+  const double step_size = lr / bias_correction1;
+  const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+  AdamArgs s{param,
+             grad,
+             state.a.data(),
+             state.b.data(),
+             n,
+             static_cast<float>(k.weight_decay),
+             static_cast<float>(1 - lr * k.weight_decay),
+             static_cast<float>(k.beta1),
+             static_cast<float>(1 - k.beta1),
+             static_cast<float>(k.beta2),
+             static_cast<float>(1 - k.beta2),
+             static_cast<float>(bias_correction2_sqrt),
+             static_cast<float>(k.eps),
+             static_cast<float>(-step_size)};
+  withBools(
+      [&]<bool L2, bool D>() {
+        if (fma_build) {
+          adamFma<L2, D>(s);
+        } else {
+          adamBaseline<L2, D>(s);
+        }
+      },
+      !decoupled && k.weight_decay != 0, decoupled);
+}
+
+}  // namespace dtl::rt::optim

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Fuzzes the front end (fuzz/fuzz_frontend.cc) with libFuzzer.
+#
+#   scripts/fuzz.sh [SECONDS]      # default 60
+#
+# 1. Configures and builds fuzz/ into build-fuzz/ with clang-14 and
+#    -fsanitize=fuzzer,address,undefined.
+# 2. Runs every input in fuzz/regressions/ once: each must finish cleanly.
+# 3. Fuzzes for SECONDS seconds on build-fuzz/corpus (kept between runs),
+#    seeded with samples/*.dtl, stdlib/nn.dtl, tests/golden/diagnostics/*.dtl
+#    and the small regression inputs. A crash lands in build-fuzz/artifacts/.
+#
+# The last line is the summary the test harness reads:
+#   fuzz: N passed, M failed
+# (N counts the regression inputs that ran cleanly plus 1 for the timed run.)
+# Exit status: 0 when nothing failed, 1 otherwise, 2 when the build failed.
+set -u -o pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+secs=${1:-60}
+if ! [[ $secs =~ ^[0-9]+$ ]] || ((secs < 1)); then
+  echo "usage: scripts/fuzz.sh [SECONDS]" >&2
+  exit 2
+fi
+build=$root/build-fuzz
+bin=$build/fuzz_frontend
+jobs=$(nproc 2>/dev/null || echo 2)
+
+# ---- build --------------------------------------------------------------
+for tool in clang-14 clang++-14 ninja cmake; do
+  if ! command -v "$tool" >/dev/null; then
+    echo "fuzz: $tool not found (apt-get install clang-14 libclang-rt-14-dev ninja-build cmake)" >&2
+    echo "fuzz: 0 passed, 1 failed"
+    exit 2
+  fi
+done
+start=$SECONDS
+mkdir -p "$build"
+if ! CC=clang-14 CXX=clang++-14 cmake -S "$root/fuzz" -B "$build" -G Ninja >"$build/configure.log" 2>&1; then
+  cat "$build/configure.log" >&2
+  echo "fuzz: configuring fuzz/ failed" >&2
+  echo "fuzz: 0 passed, 1 failed"
+  exit 2
+fi
+if ! cmake --build "$build" -j "$jobs"; then
+  echo "fuzz: building fuzz/ failed" >&2
+  echo "fuzz: 0 passed, 1 failed"
+  exit 2
+fi
+echo "fuzz: build took $((SECONDS - start)) s"
+
+# UB and memory errors abort with a stack; leaks count as failures, except
+# the ANTLR runtime's own (fuzz/lsan.supp says which and why).
+export ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:print_stacktrace=1:detect_leaks=1:allocator_may_return_null=0
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export LSAN_OPTIONS=suppressions=$root/fuzz/lsan.supp:print_suppressions=0
+# The front end resolves relative imports and data paths against the current
+# folder; run from an empty one so nothing in the tree is picked up by chance.
+work=$build/cwd
+mkdir -p "$work"
+cd "$work" || exit 2
+
+passed=0
+failed=0
+
+# ---- 1. regressions -----------------------------------------------------
+logs=$build/regressions
+rm -rf "$logs"
+mkdir -p "$logs"
+shopt -s nullglob
+regressions=("$root"/fuzz/regressions/*)
+runOne() {  # FILE LOGDIR BIN
+  local name
+  name=$(basename "$1")
+  if timeout 300 "$3" -timeout=120 -rss_limit_mb=4096 -error_exitcode=77 -timeout_exitcode=78 "$1" \
+      >"$2/$name.log" 2>&1 </dev/null; then
+    touch "$2/$name.ok"
+  fi
+}
+export -f runOne
+start=$SECONDS
+if ((${#regressions[@]})); then
+  printf '%s\0' "${regressions[@]}" | xargs -0 -P "$jobs" -I{} bash -c 'runOne "$1" "$2" "$3"' _ {} "$logs" "$bin"
+fi
+for f in "${regressions[@]}"; do
+  name=$(basename "$f")
+  if [[ -e $logs/$name.ok ]]; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "fuzz: FAILED regression fuzz/regressions/$name (log: $logs/$name.log)"
+    grep -E "ERROR:|runtime error:|SUMMARY:" "$logs/$name.log" | head -5 | sed 's/^/    /'
+  fi
+done
+echo "fuzz: ${#regressions[@]} regression inputs, $failed failed ($((SECONDS - start)) s)"
+
+# ---- 2. timed run -------------------------------------------------------
+corpus=$build/corpus
+artifacts=$build/artifacts
+mkdir -p "$corpus" "$artifacts"
+for f in "$root"/samples/*.dtl "$root"/stdlib/nn.dtl "$root"/tests/golden/diagnostics/*.dtl "${regressions[@]}"; do
+  # libFuzzer would truncate longer seeds to -max_len anyway.
+  (($(stat -c %s "$f") <= 8192)) || continue
+  cp -n "$f" "$corpus/seed-$(basename "$(dirname "$f")")-$(basename "$f")"
+done
+# A dictionary of the language's words: grammar literals, builtin names
+# (quoted words in sema), stdlib layers and the harness's `#set` prefixes.
+dict=$build/dtl.dict
+{
+  grep -o "'[^'\\\\]\{2,\}'" "$root/grammar/Dtl.g4" | tr -d "'"
+  grep -oh '"[a-z_][a-z0-9_]\{1,23\}"' "$root"/compiler/sema/*.cc | tr -d '"'
+  sed -n 's/^layer \([A-Za-z_][A-Za-z0-9_]*\).*/\1/p' "$root/stdlib/nn.dtl"
+  printf '%s\n' "#set model." "#set train." "#set data." "#set parallel." "#set parallel.mesh." "#world "
+} | sort -u | sed 's/.*/"&"/' >"$dict"
+
+touch "$build/fuzz.start"
+log=$build/fuzz.log
+echo "fuzz: fuzzing for $secs s (log: $log)"
+timeout $((secs + 300)) "$bin" "$corpus" -dict="$dict" -max_total_time="$secs" -max_len=8192 -timeout=10 \
+  -rss_limit_mb=4096 -artifact_prefix="$artifacts/" -print_final_stats=1 </dev/null >"$log" 2>&1
+status=$?
+grep -E "^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|ERROR:|runtime error:|SUMMARY:|Test unit written" "$log" | sed 's/^/    /'
+new=$(find "$artifacts" -type f -newer "$build/fuzz.start" | sort)
+if ((status != 0)) || [[ -n $new ]]; then
+  failed=$((failed + 1))
+  echo "fuzz: the timed run FAILED (exit $status); see $log"
+  for a in $new; do
+    echo "fuzz: crashing input: $a"
+  done
+  echo "fuzz: minimise it ($bin -minimize_crash=1 -runs=10000 FILE), fix the front end, and add it"
+  echo "      as fuzz/regressions/crash-<short description>.dtl"
+else
+  passed=$((passed + 1))
+fi
+
+echo "fuzz: $passed passed, $failed failed"
+((failed == 0))

@@ -1,0 +1,320 @@
+// The fast backend against the reference backend, one hand-built node per
+// case: every op kind forward and backward, the layouts the GEMM mapping
+// must handle (transposed operands, two shared names in either order, outer
+// products, size-1 dims, odd sizes), broadcasting, reductions over middle
+// dims, user-data errors and dropout masks. Floats agree to ~1e-5 relative
+// (f32 against double), integers exactly.
+#include "tests/unit/backend_test_util.h"
+
+#include <memory>
+
+namespace dtl::rt::testing {
+namespace {
+
+using ir::Node;
+using ir::Op;
+
+Shape sh(std::initializer_list<Dim> d) { return Shape{std::vector<Dim>(d)}; }
+
+Node node(Op op, Shape s, DType t = DType::F32, std::string fn = "", std::vector<std::string> names = {}) {
+  Node n;
+  n.id = 7;
+  n.op = op;
+  n.shape = std::move(s);
+  n.dtype = t;
+  n.fn = std::move(fn);
+  n.names = std::move(names);
+  return n;
+}
+
+const Dim A{"a", 3}, B{"b", 7}, C{"c", 33}, One{"one", 1}, K2{"k", 5}, H{"h", 2};
+
+class BackendTest : public ::testing::Test {
+ protected:
+  // Runs n on both backends and expects success and agreement; returns the
+  // reference result.
+  Buf check(const Node& n, std::vector<Buf*> in, double rtol = 1e-5) {
+    Outcome r = runNode(*ref_, n, in, ctx_), f = runNode(*fast_, n, in, ctx_);
+    EXPECT_TRUE(r.status.ok) << r.status.message;
+    EXPECT_TRUE(f.status.ok) << f.status.message;
+    EXPECT_TRUE(close(f.out, r.out, rtol)) << ir::opName(n.op) << " " << n.fn << " " << n.shape.str();
+    return r.out;
+  }
+  // Both backends must fail with the same message.
+  void checkFails(const Node& n, std::vector<Buf*> in, const std::string& needle) {
+    Outcome r = runNode(*ref_, n, in, ctx_), f = runNode(*fast_, n, in, ctx_);
+    EXPECT_FALSE(r.status.ok);
+    EXPECT_FALSE(f.status.ok);
+    EXPECT_EQ(f.status.message, r.status.message);
+    EXPECT_NE(r.status.message.find(needle), std::string::npos) << r.status.message;
+  }
+  Buf rand(const Shape& s, float scale = 1.0f) { return normal(s, rng_, scale); }
+
+  std::unique_ptr<Backend> ref_ = makeReferenceBackend(), fast_ = makeFastBackend();
+  std::mt19937 rng_{1234};
+  RunContext ctx_;
+};
+
+TEST_F(BackendTest, UnaryAndUnaryGrad) {
+  Shape s = sh({A, One, B});
+  for (const char* fn : {"relu", "gelu", "gelu_tanh", "silu", "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt", "neg",
+                         "abs"}) {
+    Buf x = rand(s, 2.0f), dy = rand(s);
+    if (std::string(fn) == "log" || std::string(fn).find("sqrt") != std::string::npos)
+      for (float& v : x.f) v = std::fabs(v) + 0.1f;
+    check(node(Op::Unary, s, DType::F32, fn), {&x});
+    check(node(Op::UnaryGrad, s, DType::F32, fn), {&x, &dy});
+  }
+  Buf xi = ints(s, rng_, -9, 9);
+  check(node(Op::Unary, s, DType::I32, "neg"), {&xi});
+  check(node(Op::Unary, s, DType::I32, "abs"), {&xi});
+}
+
+TEST_F(BackendTest, BinaryBroadcastsByName) {
+  const Shape full = sh({H, A, B});
+  struct Case {
+    Shape a, b, out;
+  };
+  std::vector<Case> cases = {
+      {full, full, full},                                     // same shape
+      {full, Shape{}, full},                                  // scalar b
+      {Shape{}, full, full},                                  // scalar a
+      {full, sh({B}), full},                                  // bias over leading dims
+      {sh({A, B}), full, full},                               // a broadcast over h
+      {full, sh({B, A}), full},                               // transposed operand
+      {sh({A}), sh({B}), sh({A, B})},                         // union of names
+      {sh({A, One, B}), sh({One, B}), sh({A, One, B})},       // size-1 dims
+      {sh({C, Dim{"d", 1}}), sh({C}), sh({C, Dim{"d", 1}})},  // odd size 33
+  };
+  for (const Case& c : cases)
+    for (const char* fn : {"add", "sub", "mul", "div", "lt", "eq", "ge"}) {
+      Buf a = rand(c.a), b = rand(c.b);
+      if (std::string(fn) == "eq") b.f.assign(b.f.size(), a.f.empty() ? 0 : a.f[0]);
+      bool cmp = std::string(fn).size() == 2;
+      check(node(Op::Binary, c.out, cmp ? DType::Bool : DType::F32, fn), {&a, &b});
+    }
+  Buf ia = ints(full, rng_, -5, 5), ib = ints(sh({B}), rng_, -2, 2);
+  for (const char* fn : {"add", "sub", "mul", "div", "gt", "ne"})
+    check(node(Op::Binary, full, std::string(fn).size() == 2 ? DType::Bool : DType::I32, fn), {&ia, &ib});
+}
+
+TEST_F(BackendTest, ConstSliceAlignReduceToReshape) {
+  Node k = node(Op::Const, Shape{});
+  k.scalar = 0.125;
+  check(k, {});
+  Node ki = node(Op::Const, Shape{}, DType::I32);
+  ki.scalar = 3;
+  check(ki, {});
+
+  Buf stacked = rand(sh({Dim{"layers", 3}, A, B}));
+  Node sl = node(Op::Slice, sh({A, B}), DType::F32, "", {"layers"});
+  sl.index = 2;
+  Buf copy = check(sl, {&stacked});
+  Node sg = node(Op::SliceGrad, stacked.shape, DType::F32, "", {"layers"});
+  sg.index = 1;
+  check(sg, {&copy});
+
+  Buf x = rand(sh({A, One, B, Dim{"c", 3}}));
+  check(node(Op::Align, sh({Dim{"c", 3}, A, One, B})), {&x});  // permutation
+  check(node(Op::Align, sh({B, One, Dim{"c", 3}, A})), {&x});
+  Buf bias = rand(sh({B}));
+  check(node(Op::Align, sh({H, A, B})), {&bias});  // broadcast
+  Buf xi = ints(sh({A, B}), rng_, -100, 100);
+  check(node(Op::Align, sh({B, A}), DType::I32), {&xi});
+
+  check(node(Op::ReduceTo, sh({B})), {&x});
+  check(node(Op::ReduceTo, sh({Dim{"c", 3}, A})), {&x});
+  check(node(Op::ReduceTo, Shape{}), {&x});
+  check(node(Op::ReduceTo, sh({B, One, A, Dim{"c", 3}})), {&x});  // a pure permutation
+  check(node(Op::Reshape, sh({Dim{"ab", 21}, Dim{"c", 3}})), {&x});
+}
+
+TEST_F(BackendTest, ContractLayouts) {
+  const Dim M{"m", 7}, N{"n", 33}, K{"k", 3}, K1{"kk", 5};
+  struct Case {
+    Shape a, b, out;
+  };
+  std::vector<Case> cases = {
+      {sh({M, K}), sh({K, N}), sh({M, N})},                      // A · B
+      {sh({K, M}), sh({K, N}), sh({M, N})},                      // Aᵀ · B
+      {sh({M, K}), sh({N, K}), sh({M, N})},                      // A · Bᵀ
+      {sh({K, M}), sh({N, K}), sh({M, N})},                      // Aᵀ · Bᵀ
+      {sh({M, K, K1}), sh({K, K1, N}), sh({M, N})},              // two shared, same order
+      {sh({M, K, K1}), sh({K1, K, N}), sh({M, N})},              // two shared, other order
+      {sh({K, M, K1}), sh({K1, N, K}), sh({M, N})},              // neither in place
+      {sh({H, M, K}), sh({K, Dim{"p", 4}, N}), sh({H, M, Dim{"p", 4}, N})},
+      {sh({M}), sh({N}), sh({M, N})},                            // outer product (K = 1)
+      {sh({K, K1}), sh({K1, K}), Shape{}},                       // full contraction
+      {sh({K}), sh({K, N}), sh({N})},                            // vector · matrix
+      {sh({One, M, One, K}), sh({K, One, N}), sh({One, M, N})},  // size-1 dims (shared too)
+      {sh({M, K}), sh({K, N}), sh({N, M})},                      // output in another order
+      {sh({Dim{"x", 1}, K}), sh({K, Dim{"y", 1}}), sh({Dim{"x", 1}, Dim{"y", 1}})},
+  };
+  for (const Case& c : cases) {
+    Buf a = rand(c.a), b = rand(c.b);
+    check(node(Op::Contract, c.out), {&a, &b});
+  }
+}
+
+TEST_F(BackendTest, ContractLargeOddSizes) {
+  const Dim M{"m", 67}, N{"n", 129}, K{"k", 257};
+  Buf a = rand(sh({K, M})), b = rand(sh({N, K}));
+  check(node(Op::Contract, sh({M, N})), {&a, &b});
+}
+
+TEST_F(BackendTest, ReductionsMaxGradArgmax) {
+  Buf x = rand(sh({A, B, Dim{"c", 3}}));
+  for (const char* fn : {"sum", "mean", "max"}) {
+    check(node(Op::Reduce, sh({A, Dim{"c", 3}}), DType::F32, fn, {"b"}), {&x});
+    check(node(Op::Reduce, sh({B}), DType::F32, fn, {"c", "a"}), {&x});
+    check(node(Op::Reduce, Shape{}, DType::F32, fn, {}), {&x});
+  }
+  Buf xi = ints(sh({A, B}), rng_, -50, 50);
+  check(node(Op::Reduce, sh({A}), DType::I32, "sum", {"b"}), {&xi});
+  check(node(Op::Reduce, sh({B}), DType::I32, "max", {"a"}), {&xi});
+  Buf dy = rand(sh({A, Dim{"c", 3}}));
+  x.f[5] = x.f[5 + 3];  // a tie: the first maximum takes the gradient
+  check(node(Op::MaxGrad, x.shape, DType::F32, "", {"b"}), {&x, &dy});
+  check(node(Op::Argmax, sh({A, Dim{"c", 3}}), DType::I32, "", {"b"}), {&x});
+  check(node(Op::Argmax, sh({A, B}), DType::I32, "", {"c"}), {&x});
+}
+
+TEST_F(BackendTest, SoftmaxOverLastAndMiddleDims) {
+  Shape s = sh({A, C, B});
+  Buf x = rand(s, 3.0f), dy = rand(s);
+  for (const char* over : {"b", "c", "a"}) {
+    Buf y = check(node(Op::Softmax, s, DType::F32, "", {over}), {&x});
+    check(node(Op::SoftmaxGrad, s, DType::F32, "", {over}), {&y, &dy});
+    Buf ly = check(node(Op::LogSoftmax, s, DType::F32, "", {over}), {&x});
+    check(node(Op::LogSoftmaxGrad, s, DType::F32, "", {over}), {&ly, &dy});
+  }
+}
+
+TEST_F(BackendTest, NormalizeAndRmsOverNameSets) {
+  Shape s = sh({A, C, B});
+  Buf x = rand(s, 2.0f), dy = rand(s);
+  for (auto over : std::vector<std::vector<std::string>>{{"b"}, {"c", "b"}, {"c"}, {"b", "a"}}) {
+    for (Op op : {Op::Normalize, Op::RmsNormalize}) {
+      Node n = node(op, s, DType::F32, "", over);
+      n.scalar = 1e-5;
+      check(n, {&x});
+      Node g = node(op == Op::Normalize ? Op::NormalizeGrad : Op::RmsNormalizeGrad, s, DType::F32, "", over);
+      g.scalar = 1e-5;
+      check(g, {&x, &dy}, 3e-5);
+    }
+  }
+}
+
+TEST_F(BackendTest, EmbedAndScatterAddGrad) {
+  const Dim V{"vocab", 11}, D{"d", 33};
+  Buf table = rand(sh({V, D})), ids = ints(sh({H, B}), rng_, 0, 10);
+  ids.i[0] = ids.i[1] = 4;  // repeated ids accumulate
+  check(node(Op::Embed, sh({H, B, D})), {&table, &ids});
+  Buf dy = rand(sh({H, B, D}));
+  check(node(Op::EmbedGrad, table.shape), {&ids, &dy});
+  ids.i[3] = 11;
+  checkFails(node(Op::Embed, sh({H, B, D})), {&table, &ids}, "id 11 at (h 0, b 3)");
+  checkFails(node(Op::EmbedGrad, table.shape), {&ids, &dy}, "out of range");
+}
+
+TEST_F(BackendTest, AttentionCausalAndNot) {
+  struct Case {
+    Dim sq, sk;
+  };
+  const Dim heads{"heads", 3}, dim{"head_dim", 8};
+  for (Case c : {Case{Dim{"seq", 7}, Dim{"seq", 7}}, Case{Dim{"seq", 5}, Dim{"seq", 9}},
+                 Case{Dim{"seq", 9}, Dim{"seq", 4}}}) {
+    Shape qs = sh({H, c.sq, heads, dim}), ks = sh({H, c.sk, heads, dim});
+    Buf q = rand(qs), k = rand(ks), v = rand(ks), dy = rand(qs);
+    for (bool causal : {false, true}) {
+      Node n = node(Op::Attention, qs);
+      n.flag = causal;
+      check(n, {&q, &k, &v});
+      for (int which = 0; which < 3; ++which) {
+        Node g = node(Op::AttentionGrad, which == 0 ? qs : ks);
+        g.flag = causal;
+        g.index = which;
+        check(g, {&q, &k, &v, &dy}, 3e-5);
+      }
+    }
+  }
+}
+
+TEST_F(BackendTest, CrossEntropyFusedWithLogSoftmax) {
+  const Dim cls{"classes", 10};
+  Buf dloss(Shape{}, DType::F32);
+  dloss.f[0] = 0.75f;
+  // classes last; then classes in the middle with labels in another order.
+  Buf logits = rand(sh({A, B, cls}), 3.0f), labels = ints(sh({A, B}), rng_, 0, 9);
+  check(node(Op::CrossEntropy, Shape{}, DType::F32, "", {"classes"}), {&logits, &labels});
+  check(node(Op::CrossEntropyGrad, logits.shape, DType::F32, "", {"classes"}), {&logits, &labels, &dloss});
+  Buf mid = rand(sh({A, cls, B}), 3.0f), lab2 = ints(sh({B, A}), rng_, 0, 9);
+  check(node(Op::CrossEntropy, Shape{}, DType::F32, "", {"classes"}), {&mid, &lab2});
+  check(node(Op::CrossEntropyGrad, mid.shape, DType::F32, "", {"classes"}), {&mid, &lab2, &dloss});
+  lab2.i[4] = -1;
+  checkFails(node(Op::CrossEntropy, Shape{}, DType::F32, "", {"classes"}), {&mid, &lab2}, "label -1 at (b 1, a 1)");
+  checkFails(node(Op::CrossEntropyGrad, mid.shape, DType::F32, "", {"classes"}), {&mid, &lab2, &dloss},
+             "labels must be in [0, 10)");
+}
+
+TEST_F(BackendTest, DropoutMasksAgreeAndFollowTheSeed) {
+  Shape s = sh({A, C, B});
+  Buf x = rand(s);
+  for (float& v : x.f) v = std::fabs(v) + 1.0f;  // never 0, so a 0 output means dropped
+  Node d = node(Op::Dropout, s);
+  d.id = 42;
+  d.scalar = 0.3;
+  ctx_.seed = 99;
+  Buf y = check(d, {&x});
+  int64_t dropped = 0;
+  for (float v : y.f) dropped += v == 0.0f;
+  EXPECT_GT(dropped, y.size() / 5);
+  EXPECT_LT(dropped, y.size() * 2 / 5);
+  Outcome f = runNode(*fast_, d, {&x}, ctx_);
+  for (int64_t k = 0; k < y.size(); ++k) EXPECT_EQ(f.out.f[k] == 0.0f, y.f[k] == 0.0f) << k;
+  Node g = node(Op::DropoutGrad, s);  // the same mask, found through the forward id
+  g.id = 80;
+  g.index = 42;
+  g.scalar = 0.3;
+  Buf dy = check(g, {&x});
+  for (int64_t k = 0; k < y.size(); ++k) EXPECT_EQ(dy.f[k] == 0.0f, y.f[k] == 0.0f);
+  ctx_.seed = 100;  // another step: another mask
+  Outcome other = runNode(*fast_, d, {&x}, ctx_);
+  int64_t differ = 0;
+  for (int64_t k = 0; k < y.size(); ++k) differ += (other.out.f[k] == 0.0f) != (y.f[k] == 0.0f);
+  EXPECT_GT(differ, 0);
+  ctx_.training = false;
+  check(d, {&x});
+  EXPECT_EQ(dropoutSeed(99, 42), dropoutSeed(99, 42));
+  EXPECT_NE(dropoutSeed(99, 42), dropoutSeed(99, 43));
+}
+
+TEST_F(BackendTest, CastAndArange) {
+  Shape s = sh({A, B});
+  Buf x = rand(s, 100.0f);
+  x.f[0] = 0.0f;
+  for (DType t : {DType::I32, DType::Bool, DType::BF16, DType::F16, DType::U8}) check(node(Op::Cast, s, t), {&x});
+  Buf xi = ints(s, rng_, -1000, 1000);
+  for (DType t : {DType::F32, DType::U8, DType::Bool}) check(node(Op::Cast, s, t), {&xi});
+  check(node(Op::Arange, sh({C}), DType::I32), {});
+}
+
+TEST_F(BackendTest, ContractWithTwoThreads) {
+  const Dim M{"m", 64}, N{"n", 96}, K{"k", 80};
+  Buf a = rand(sh({M, K})), b = rand(sh({K, N}));
+  ctx_.threads = 2;
+  check(node(Op::Contract, sh({M, N})), {&a, &b});
+  ctx_.threads = 1;
+  check(node(Op::Contract, sh({M, N})), {&a, &b});
+}
+
+TEST_F(BackendTest, InputParamUpdateAreNotKernels) {
+  for (Op op : {Op::Input, Op::Param, Op::Update}) {
+    Outcome r = runNode(*ref_, node(op, Shape{}), {}, ctx_), f = runNode(*fast_, node(op, Shape{}), {}, ctx_);
+    EXPECT_FALSE(r.status.ok);
+    EXPECT_FALSE(f.status.ok);
+  }
+}
+
+}  // namespace
+}  // namespace dtl::rt::testing

@@ -1,0 +1,98 @@
+// Shared by backend_test.cc and backend_graph_test.cc: executor-style buffers,
+// random fills, and running one node on a backend.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/exec/backend.h"
+
+namespace dtl::rt::testing {
+
+// A tensor in executor memory (f32 or int32 storage) that owns its data.
+struct Buf {
+  Shape shape;
+  DType dtype = DType::F32;
+  std::vector<float> f;
+  std::vector<int32_t> i;
+
+  Buf() = default;
+  Buf(Shape s, DType t) : shape(std::move(s)), dtype(t) {
+    int64_t n = shape.elements().value();
+    if (isFloat(t)) f.assign(static_cast<size_t>(n), 0.0f);
+    else i.assign(static_cast<size_t>(n), 0);
+  }
+  int64_t size() const { return static_cast<int64_t>(isFloat(dtype) ? f.size() : i.size()); }
+  TensorView view() {
+    TensorView v;
+    v.shape = shape;
+    v.dtype = dtype;
+    v.data = isFloat(dtype) ? static_cast<void*>(f.data()) : static_cast<void*>(i.data());
+    v.elements = size();
+    return v;
+  }
+};
+
+inline Buf normal(const Shape& s, std::mt19937& rng, float scale = 1.0f) {
+  Buf b(s, DType::F32);
+  std::normal_distribution<float> d(0.0f, scale);
+  for (float& v : b.f) v = d(rng);
+  return b;
+}
+
+inline Buf ints(const Shape& s, std::mt19937& rng, int lo, int hi, DType t = DType::I32) {
+  Buf b(s, t);
+  std::uniform_int_distribution<int> d(lo, hi);
+  for (int32_t& v : b.i) v = d(rng);
+  return b;
+}
+
+struct Outcome {
+  KernelStatus status;
+  Buf out;
+};
+
+inline Outcome runNode(Backend& be, const ir::Node& n, std::vector<Buf*> in, const RunContext& ctx) {
+  std::vector<TensorView> views;
+  for (Buf* b : in) views.push_back(b->view());
+  std::vector<const TensorView*> ptrs;
+  for (const TensorView& v : views) ptrs.push_back(&v);
+  Outcome o{{}, Buf(n.shape, n.dtype)};
+  TensorView out = o.out.view();
+  o.status = be.run(n, ptrs, out, ctx);
+  return o;
+}
+
+// Floats: |fast − ref| ≤ rtol·(|ref| + 0.1·max|ref|) + atol per element: the
+// second term allows for cancellation in sums whose terms are of the tensor's
+// scale, atol for tensors that are pure rounding noise (a gradient that is 0
+// in exact arithmetic); the tests' data is O(1). NaN must match NaN.
+// Integers: exactly equal.
+inline ::testing::AssertionResult close(const Buf& fast, const Buf& ref, double rtol, double atol = 1e-6) {
+  if (fast.size() != ref.size()) return ::testing::AssertionFailure() << "sizes differ";
+  if (!isFloat(ref.dtype)) {
+    for (size_t k = 0; k < ref.i.size(); ++k)
+      if (fast.i[k] != ref.i[k])
+        return ::testing::AssertionFailure() << "element " << k << ": " << fast.i[k] << " vs " << ref.i[k];
+    return ::testing::AssertionSuccess();
+  }
+  double scale = 0;
+  for (float v : ref.f)
+    if (std::isfinite(v)) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+  for (size_t k = 0; k < ref.f.size(); ++k) {
+    double a = fast.f[k], b = ref.f[k];
+    if (std::isnan(b) != std::isnan(a)) return ::testing::AssertionFailure() << "element " << k << ": NaN mismatch";
+    if (std::isnan(b) || a == b) continue;
+    if (!(std::fabs(a - b) <= rtol * (std::fabs(b) + 0.1 * scale) + atol))
+      return ::testing::AssertionFailure() << "element " << k << " of " << ref.shape.str() << ": fast " << a
+                                           << " vs reference " << b << " (scale " << scale << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace dtl::rt::testing
