@@ -117,6 +117,11 @@ TEST_F(BackendTest, ConstSliceAlignReduceToReshape) {
   Buf x = rand(sh({A, One, B, Dim{"c", 3}}));
   check(node(Op::Align, sh({Dim{"c", 3}, A, One, B})), {&x});  // permutation
   check(node(Op::Align, sh({B, One, Dim{"c", 3}, A})), {&x});
+  const Dim R{"r", 67}, S{"s", 130};  // tiled transposes with partial tiles
+  Buf big = rand(sh({H, R, S}));
+  check(node(Op::Align, sh({S, H, R})), {&big});
+  check(node(Op::Align, sh({H, S, R})), {&big});
+  check(node(Op::Align, sh({S, R, H})), {&big});
   Buf bias = rand(sh({B}));
   check(node(Op::Align, sh({H, A, B})), {&bias});  // broadcast
   Buf xi = ints(sh({A, B}), rng_, -100, 100);
