@@ -16,6 +16,8 @@ packages=(
   googletest libgtest-dev libbenchmark-dev hyperfine
   # real data for the samples
   dataset-fashion-mnist python3-sklearn base-files
+  # the PyTorch peer: parity tests and benchmarks (Debian's 1.13, for /usr/bin/python3)
+  python3-torch python3-numpy
 )
 
 missing=()
