@@ -55,6 +55,10 @@ class Backend {
                            const RunContext& ctx) = 0;
 };
 
+// Both in dtl_backends (runtime/CMakeLists.txt). A backend object runs one
+// node at a time (the fast one reuses scratch buffers between nodes); use one
+// per thread. The fast one runs GEMMs on ctx.threads OpenMP threads (set per
+// calling thread, only when it changes) and everything else on the caller.
 std::unique_ptr<Backend> makeReferenceBackend();
 std::unique_ptr<Backend> makeFastBackend();
 

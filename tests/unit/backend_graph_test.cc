@@ -2,8 +2,8 @@
 // no updates): a tiny GPT with stacked blocks, dropout, RMSNorm, SwiGlu, a
 // softmax over a middle dim and a tied output layer; and an MLP with an
 // integer-free mean loss. Each node runs on the reference's inputs so its own
-// error is measured (1e-5-level); a second, free-running fast evaluation must
-// reach the same loss and parameter gradients to 1e-3.
+// error is measured (to 1e-5); a second, free-running fast evaluation must
+// reach the same loss and parameter gradients to 1e-4.
 #include "tests/unit/backend_test_util.h"
 
 #include <map>
@@ -97,7 +97,7 @@ void checkGraph(const char* spec) {
     ASSERT_TRUE(r.status.ok) << "%" << n.id << ": " << r.status.message;
     Outcome f = runNode(*fast, n, rin, ctx);  // the reference's inputs: this node's error only
     ASSERT_TRUE(f.status.ok) << "%" << n.id << ": " << f.status.message;
-    EXPECT_TRUE(close(f.out, r.out, 3e-5)) << "%" << n.id << " " << ir::opName(n.op) << " " << n.fn << " at "
+    EXPECT_TRUE(close(f.out, r.out, 1e-5)) << "%" << n.id << " " << ir::opName(n.op) << " " << n.fn << " at "
                                            << n.where;
     Outcome chain = runNode(*fast, n, fin, ctx);
     ASSERT_TRUE(chain.status.ok) << chain.status.message;
@@ -110,7 +110,7 @@ void checkGraph(const char* spec) {
   EXPECT_TRUE(close(fv[loss], rv[loss], 1e-4, 1e-5)) << "loss";
   ASSERT_FALSE(g.grads.empty());
   for (const auto& [path, grad] : g.grads)
-    EXPECT_TRUE(close(fv[static_cast<size_t>(grad)], rv[static_cast<size_t>(grad)], 1e-3, 1e-5)) << path;
+    EXPECT_TRUE(close(fv[static_cast<size_t>(grad)], rv[static_cast<size_t>(grad)], 1e-4, 1e-5)) << path;
 }
 
 TEST(BackendGraph, TinyTransformerEveryNodeAgrees) { checkGraph(kTinyGpt); }

@@ -5,6 +5,7 @@
 // branches, which GCC would keep (a mispredicted branch per element).
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numbers>
 
 #include "runtime/kernels/fast/kernels.h"
@@ -214,11 +215,16 @@ void cast(const TensorView& x, TensorView& y) {
       y.f()[i] = static_cast<float>(ref::roundToFloat(x.isFloat() ? x.f()[i] : x.i()[i], y.dtype));
   } else if (!x.isFloat()) {
     for (int64_t i = 0; i < n; ++i) y.i()[i] = static_cast<int32_t>(ref::wrapToInt(x.i()[i], y.dtype));
-  } else {
-    ref::Tensor one = ref::Tensor::zeros(Shape{}, DType::F32);
+  } else if (y.dtype == DType::Bool) {
+    for (int64_t i = 0; i < n; ++i) y.i()[i] = x.f()[i] != 0.0f;
+  } else {  // truncation toward zero; NaN → 0; saturate to int64, then wrap
     for (int64_t i = 0; i < n; ++i) {
-      one.f[0] = x.f()[i];
-      y.i()[i] = static_cast<int32_t>(ref::cast(one, y.dtype).i[0]);
+      const double t = std::trunc(static_cast<double>(x.f()[i]));
+      const int64_t v = std::isnan(t) ? 0
+                        : t >= 9223372036854775808.0 ? std::numeric_limits<int64_t>::max()
+                        : t < -9223372036854775808.0 ? std::numeric_limits<int64_t>::min()
+                                                     : static_cast<int64_t>(t);
+      y.i()[i] = static_cast<int32_t>(ref::wrapToInt(v, y.dtype));
     }
   }
 }

@@ -2,8 +2,11 @@
 //
 // Why oneDNN: it picks its kernels from CPUID on its own (AVX2, AVX-512, AMX),
 // while Debian's OpenBLAS 0.3.21 misdetects the Sapphire Rapids CI machines
-// and runs SSE3 kernels at ~20% of peak unless the user sets an environment
-// variable (shared/design/measured.md). bench/gemm_bench.cc measures both.
+// and runs SSE3 kernels at ~20% of peak (27 vs 80–121 GFLOP/s) unless the
+// user sets an environment variable (shared/design/measured.md). On an AMD
+// EPYC (Zen 3, AVX2), where OpenBLAS does detect the CPU, the two were within
+// 0.9–1.2x of each other on the MLP shapes, oneDNN 2x faster on the skinny
+// ones (N or K = 10); bench/gemm_bench.cc measures both side by side.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +22,9 @@ namespace dtl::rt::fast {
 bool sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc, std::string* error);
 
-// Sets the OpenMP thread count oneDNN's GEMM uses, for the calling thread,
-// only when it changes (the call is not free).
+// The most OpenMP threads oneDNN's GEMMs may use on the calling thread
+// (oneDNN follows omp_set_num_threads). Each sgemm sets the actual count only
+// when it changes, and uses fewer threads for GEMMs too small to split.
 void setGemmThreads(int threads);
 
 // How one contraction maps onto a GEMM. a's names split into M (a only, a's
