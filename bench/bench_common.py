@@ -48,14 +48,34 @@ def busy_processes(limit=4):
     return ', '.join(rows)
 
 
-def run(cmd, cwd=None, env=None, timeout=None):
-    """Runs cmd; returns (wall seconds, CompletedProcess). Exits on failure."""
+WARNINGS = []
+
+
+def run(cmd, cwd=None, env=None, timeout=None, check=True):
+    """Runs cmd; returns (wall seconds, CompletedProcess). Exits on failure
+    unless check is False (then the caller looks at returncode)."""
     t0 = time.perf_counter()
     r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - t0
-    if r.returncode != 0:
+    if r.returncode != 0 and check:
         sys.stderr.write('$ %s\n%s%s' % (' '.join(cmd), r.stdout[-4000:], r.stderr[-4000:]))
         sys.exit('command failed with status %d' % r.returncode)
+    return wall, r
+
+
+def run_dtlc(cmd, metrics, want_steps, cwd=None):
+    """Runs a `dtlc run`; a non-zero exit after every step's metrics line was
+    written (e.g. a crash at exit) is reported as a warning, not a failure."""
+    wall, r = run(cmd, cwd=cwd, check=False)
+    if r.returncode != 0:
+        steps = read_metrics(metrics)[0] if os.path.exists(metrics) else {}
+        if len(steps) < want_steps:
+            sys.stderr.write('$ %s\n%s%s' % (' '.join(cmd), r.stdout[-4000:], r.stderr[-4000:]))
+            sys.exit('dtlc failed with status %d after %d of %d steps' % (r.returncode, len(steps), want_steps))
+        w = 'dtlc exited with status %d after finishing all %d steps (crash at exit?)' % (r.returncode, want_steps)
+        if w not in WARNINGS:
+            WARNINGS.append(w)
+            sys.stderr.write('warning: ' + w + '\n')
     return wall, r
 
 
@@ -150,6 +170,87 @@ def op_counts(grad_text):
         if m:
             counts[(section, m.group(1))] = counts.get((section, m.group(1)), 0) + 1
     return counts
+
+
+# ---------------------------------------------------------------------------
+# The PyTorch peer's configurations.
+#
+# Debian's PyTorch 1.13 calls whatever libblas.so.3 the system's alternatives
+# point at (BLAS_INFO=generic). With only libblas3 installed that is the
+# netlib reference BLAS (~3 GFLOP/s), far below the peer of
+# shared/design/measured.md, which ran on OpenBLAS. So besides the system's
+# BLAS the PyTorch side also runs on an OpenBLAS directory when one is found
+# (--openblas DIR, $DTL_BENCH_OPENBLAS, or where libopenblas0-pthread
+# installs), by putting DIR first on LD_LIBRARY_PATH of the PyTorch process
+# only: DIR must hold a libblas.so.3 (libopenblas0-pthread's
+# .../openblas-pthread/ does). Without installing anything:
+#   apt-get download libopenblas0-pthread && dpkg -x libopenblas0-pthread_*.deb ob
+#   --openblas ob/usr/lib/x86_64-linux-gnu/openblas-pthread
+
+OPENBLAS_DEFAULT = '/usr/lib/x86_64-linux-gnu/openblas-pthread'
+
+
+def openblas_dir(arg=None):
+    for d in (arg, os.environ.get('DTL_BENCH_OPENBLAS'), OPENBLAS_DEFAULT):
+        if d and os.path.exists(os.path.join(d, 'libblas.so.3')):
+            return os.path.abspath(d)
+    if arg:
+        sys.exit('--openblas %s: no libblas.so.3 there' % arg)
+    return None
+
+
+def torch_configs(openblas, threads=(1, 2), system_blas=True):
+    """[(key, label, threads, env)] of the PyTorch runs to make."""
+    out = []
+    blases = ([('sys', 'system BLAS', None)] if system_blas or not openblas else []) + \
+        ([('ob', 'OpenBLAS', openblas)] if openblas else [])
+    for bk, bl, d in blases:
+        for t in threads:
+            env = dict(os.environ)
+            if d:
+                env['LD_LIBRARY_PATH'] = d + (':' + env['LD_LIBRARY_PATH'] if env.get('LD_LIBRARY_PATH') else '')
+            out.append(('torch_%s_%d' % (bk, t), 'PyTorch %s, %d thread%s' % (bl, t, '' if t == 1 else 's'), t, env))
+    return out
+
+
+def torch_blas_info(threads=1):
+    """(library path, GFLOP/s of one 1024^3 SGEMM) in this PyTorch process."""
+    import time as _t
+    import torch
+    lib = '?'
+    with open('/proc/self/maps') as f:
+        for line in f:
+            name = line.split()[-1]
+            if 'blas' in os.path.basename(name) and name.endswith(tuple('0123456789o')):
+                lib = name
+                break
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    best_s = 1e9
+    for _ in range(3):
+        t0 = _t.perf_counter()
+        a @ b
+        best_s = min(best_s, _t.perf_counter() - t0)
+    return lib, 2 * 1024 ** 3 / best_s / 1e9
+
+
+def cpu_peak_gflops():
+    """(per-core f32 peak estimate, description) from /proc/cpuinfo: 2 FMA
+    ports x lanes (16 with AVX-512, 8 with AVX2) x 2 flops x the listed clock.
+    A VM's listed clock is often the base clock: with turbo a GEMM can beat
+    this estimate, so it is a rough guide only."""
+    model, mhz, flags = '?', 0.0, ''
+    with open('/proc/cpuinfo') as f:
+        for line in f:
+            if line.startswith('model name') and model == '?':
+                model = line.split(':', 1)[1].strip()
+            elif line.startswith('cpu MHz') and not mhz:
+                mhz = float(line.split(':', 1)[1])
+            elif line.startswith('flags') and not flags:
+                flags = line
+    lanes = 16 if ' avx512f' in flags else 8 if ' fma' in flags else 4
+    peak = 2 * lanes * 2 * mhz / 1000
+    isa = 'AVX-512' if lanes == 16 else 'AVX2+FMA' if lanes == 8 else 'SSE'
+    return peak, '%s, %s, %.0f MHz listed: ~%.0f GFLOP/s per core at that clock (turbo may exceed it)' % (model, isa, mhz, peak)
 
 
 def write_result(path, result):

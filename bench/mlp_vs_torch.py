@@ -2,24 +2,28 @@
 """Benchmark (not a test): MLP 784-1024-1024-10 training steps, dtl vs PyTorch.
 
   /usr/bin/python3 bench/mlp_vs_torch.py [--rounds 3] [--steps 60] [--warmup 10]
-                                          [--dtlc PATH] [--json OUT]
+                                          [--openblas DIR] [--dtlc PATH] [--json OUT]
 
 Model: relu MLP 784-1024-1024-10, cross-entropy, batch 256, SGD lr 0.01
 momentum 0.9, f32 (bench/specs/mlp_bench.dtl). dtl trains on
-`synthetic(seed = 1)` data; PyTorch on random tensors made once.
+`synthetic(seed = 1)` data; PyTorch (nn.Linear layers) on random tensors made
+once.
 
-Each round runs, as separate processes and in a rotating order: dtl, PyTorch
-with 1 thread, PyTorch with 2 threads (torch.set_num_threads). Both sides
-time `--steps` steps after `--warmup` warm-up steps:
-  - dtl: `dtlc run --steps warmup+steps --metrics FILE`; the step time is
-    taken from the metrics (t(n) = n * batch / samples_per_s(n), cumulative
-    since the loop started), so start-up is excluded: (t(W+S) - t(W)) / S.
+Each round runs, as separate processes and in a rotating order: dtl, then
+PyTorch with 1 and with 2 threads (torch.set_num_threads), on the system's
+BLAS and, when an OpenBLAS directory is found, on OpenBLAS too (see
+bench_common.py: Debian's PyTorch uses whatever libblas.so.3 is installed).
+Both sides time `--steps` steps after `--warmup` warm-up steps:
+  - dtl: `dtlc run --steps warmup+steps --metrics FILE`; the step time comes
+    from the metrics (t(n) = n * batch / samples_per_s(n), cumulative since
+    the training loop started), so start-up is excluded: (t(W+S) - t(W)) / S;
   - PyTorch: perf_counter around S steps after W steps.
-Reports steps/s per round, best and median of each, the ratio dtl / best
-PyTorch configuration (best-of-rounds over best-of-rounds, and median over
+Reports steps/s per round, the best and the median of each configuration, the
+ratio dtl / best PyTorch configuration (best over best and median over
 median), and the GEMM GFLOP/s dtl reaches: FLOPs of the step's contractions
-(from `dtlc check --emit=grad`, 2*M*N*K each) / dtl's step time, against the
-134 GFLOP/s one-core f32 peak (268 for two cores).
+(`dtlc check --emit=grad`, 2*M*N*K each) / dtl's step time, against the
+134 GFLOP/s one-core peak of measured.md (268 for two) and this CPU's own
+estimated peak.
 """
 import argparse
 import json
@@ -41,6 +45,7 @@ def torch_worker(threads, warmup, steps):
     import torch
     import torch.nn.functional as F
     torch.set_num_threads(threads)
+    lib, mm = bc.torch_blas_info()
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(FEATURES, H1), torch.nn.ReLU(),
@@ -63,20 +68,22 @@ def torch_worker(threads, warmup, steps):
     for _ in range(steps):
         step()
     dt = time.perf_counter() - t0
-    print(json.dumps({'threads': torch.get_num_threads(), 'step_s': dt / steps}))
+    print(json.dumps({'threads': torch.get_num_threads(), 'step_s': dt / steps, 'blas': lib, 'mm_gflops': mm}))
 
 
-def run_torch(threads, warmup, steps):
+def run_torch(cfg, warmup, steps):
+    _, label, threads, env = cfg
     _, r = bc.run(['/usr/bin/python3', os.path.abspath(__file__), '--torch-worker', str(threads),
-                   '--warmup', str(warmup), '--steps', str(steps)])
-    return json.loads(r.stdout.strip().splitlines()[-1])['step_s']
+                   '--warmup', str(warmup), '--steps', str(steps)], env=env)
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def run_dtl(dtlc, warmup, steps, tmp):
     metrics = os.path.join(tmp, 'mlp_metrics.jsonl')
     if os.path.exists(metrics):
         os.remove(metrics)
-    wall, _ = bc.run([dtlc, 'run', SPEC, '--steps', str(warmup + steps), '--metrics', metrics], cwd=tmp)
+    wall, _ = bc.run_dtlc([dtlc, 'run', SPEC, '--steps', str(warmup + steps), '--metrics', metrics],
+                          metrics, warmup + steps, cwd=tmp)
     st, _ = bc.read_metrics(metrics)
     return bc.steady_step_time(st, BATCH, warmup, warmup + steps), wall
 
@@ -86,6 +93,9 @@ def main():
     ap.add_argument('--rounds', type=int, default=3)
     ap.add_argument('--steps', type=int, default=60)
     ap.add_argument('--warmup', type=int, default=10)
+    ap.add_argument('--openblas', default=None, help='a folder with an OpenBLAS libblas.so.3 for PyTorch')
+    ap.add_argument('--no-system-blas', action='store_true',
+                    help='with an OpenBLAS folder, skip PyTorch on the system BLAS')
     ap.add_argument('--dtlc', default=None)
     ap.add_argument('--json', default=None, help='write the results here (for run_all.sh)')
     ap.add_argument('--torch-worker', type=int, default=None, help=argparse.SUPPRESS)
@@ -99,58 +109,73 @@ def main():
     n_fwd = sum(1 for r in rows if r[0] == 'forward')
     n_bwd = len(rows) - n_fwd
     flops = fwd + bwd
+    cfgs = bc.torch_configs(bc.openblas_dir(args.openblas), system_blas=not args.no_system_blas)
+    peak, cpu = bc.cpu_peak_gflops()
 
     print('mlp_vs_torch: MLP 784-1024-1024-10, batch 256, SGD momentum, f32; %d timed steps after %d warm-up, '
           '%d rounds' % (args.steps, args.warmup, args.rounds))
+    print('cpu: %s' % cpu)
     print('load before: %s   (busy: %s)' % (bc.loadavg(), bc.busy_processes() or '-'))
-    res = {'dtl': [], 'torch1': [], 'torch2': [], 'dtl_wall': []}
+    names = [('dtl', 'dtl')] + [(c[0], c[1]) for c in cfgs]
+    res = {k: [] for k, _ in names}
+    blas = {}
+    walls = []
     loads = [bc.loadavg()]
-    order = ['dtl', 'torch1', 'torch2']
     with tempfile.TemporaryDirectory(prefix='dtl_bench_mlp_') as tmp:
         for r in range(args.rounds):
-            for who in order[r % 3:] + order[:r % 3]:
-                if who == 'dtl':
+            jobs = ['dtl'] + cfgs
+            k = r % len(jobs)
+            for job in jobs[k:] + jobs[:k]:
+                if job == 'dtl':
                     s, wall = run_dtl(dtlc, args.warmup, args.steps, tmp)
                     res['dtl'].append(1.0 / s)
-                    res['dtl_wall'].append(wall)
+                    walls.append(wall)
                 else:
-                    res[who].append(1.0 / run_torch(int(who[-1]), args.warmup, args.steps))
+                    out = run_torch(job, args.warmup, args.steps)
+                    res[job[0]].append(1.0 / out['step_s'])
+                    blas[job[0]] = '%s (1024^3 SGEMM %.0f GFLOP/s, %d thread(s))' % (
+                        out['blas'], out['mm_gflops'], job[2])
             loads.append(bc.loadavg())
-            print('  round %d: dtl %.2f  torch(1 thread) %.2f  torch(2 threads) %.2f steps/s   load %s'
-                  % (r + 1, res['dtl'][-1], res['torch1'][-1], res['torch2'][-1], loads[-1]))
+            print('  round %d: %s   load %s' % (r + 1, '  '.join('%s %.2f' % (k, v[-1]) for k, v in res.items()),
+                                               loads[-1]))
 
-    best = {k: max(v) for k, v in res.items() if k != 'dtl_wall'}
-    med = {k: bc.median(v) for k, v in res.items() if k != 'dtl_wall'}
-    best_torch = max(best['torch1'], best['torch2'])
-    med_torch = max(med['torch1'], med['torch2'])
-    ratio_best = best['dtl'] / best_torch
-    ratio_med = med['dtl'] / med_torch
+    best = {k: max(v) for k, v in res.items()}
+    med = {k: bc.median(v) for k, v in res.items()}
+    tk = [c[0] for c in cfgs]
+    best_tk = max(tk, key=lambda k: best[k])
+    med_tk = max(tk, key=lambda k: med[k])
+    ratio_best = best['dtl'] / best[best_tk]
+    ratio_med = med['dtl'] / med[med_tk]
     gflops_best = flops * best['dtl'] / 1e9
     gflops_med = flops * med['dtl'] / 1e9
     print()
-    print('%-22s %10s %10s   %s' % ('steps/s', 'best', 'median', 'all rounds'))
-    for k, name in (('dtl', 'dtl'), ('torch1', 'PyTorch, 1 thread'), ('torch2', 'PyTorch, 2 threads')):
-        print('%-22s %10.2f %10.2f   %s' % (name, best[k], med[k], bc.fmt_list(res[k])))
-    print('samples/s (best): dtl %.0f, PyTorch %.0f' % (best['dtl'] * BATCH, best_torch * BATCH))
+    print('%-34s %8s %8s   %s' % ('steps/s', 'best', 'median', 'all rounds'))
+    for k, label in names:
+        print('%-34s %8.2f %8.2f   %s' % (label, best[k], med[k], bc.fmt_list(res[k])))
+    for k, label in names[1:]:
+        if k.endswith('_1'):
+            print('  %s: %s' % (label.rsplit(',', 1)[0], blas.get(k, '?')))
+    print('best PyTorch: %s' % dict(names)[best_tk])
+    print('samples/s (best): dtl %.0f, PyTorch %.0f' % (best['dtl'] * BATCH, best[best_tk] * BATCH))
     print('ratio dtl / best PyTorch: %.2fx (best of each), %.2fx (median of each)   goal >= 4x'
           % (ratio_best, ratio_med))
-    print('GEMMs in dtl\'s step: %d forward + %d backward contractions = %.3f GFLOP/step '
-          '(forward %.3f, backward %.3f)' % (n_fwd, n_bwd, flops / 1e9, fwd / 1e9, bwd / 1e9))
-    print('dtl GEMM throughput: %.1f GFLOP/s (best), %.1f (median) = %.0f%% of one core\'s %.0f GFLOP/s peak, '
-          '%.0f%% of two cores\' %.0f' % (gflops_best, gflops_med, 100 * gflops_best / PEAK_1CORE, PEAK_1CORE,
-                                          50 * gflops_best / PEAK_1CORE, 2 * PEAK_1CORE))
+    print('GEMMs in dtl\'s step: %d forward + %d backward contractions (the first layer\'s input grad is not '
+          'derived) = %.3f GFLOP/step (forward %.3f, backward %.3f)' % (n_fwd, n_bwd, flops / 1e9, fwd / 1e9,
+                                                                       bwd / 1e9))
+    print('dtl GEMM throughput over the whole step: %.1f GFLOP/s (best), %.1f (median) = %.0f%% of the %.0f GFLOP/s '
+          'one-core peak of measured.md, %.0f%% of two cores (%.0f); this CPU: %.0f%% of ~%.0f per core'
+          % (gflops_best, gflops_med, 100 * gflops_best / PEAK_1CORE, PEAK_1CORE, 50 * gflops_best / PEAK_1CORE,
+             2 * PEAK_1CORE, 100 * gflops_best / peak, peak))
     print('(a lower bound on the GEMM kernels\' own rate: the step time also holds the elementwise ops, the '
-          'optimiser and the data loader)')
-    print('dtl process wall time for %d steps incl. start-up: %s s' % (args.warmup + args.steps,
-                                                                      bc.fmt_list(res['dtl_wall'])))
-    print('load during the runs: %s' % ' -> '.join(loads))
+          'optimiser and the data loader; bench/gemm_bench measures the kernels alone)')
+    print('dtl process wall time for %d steps incl. start-up: %s s' % (args.warmup + args.steps, bc.fmt_list(walls)))
+    print('load during the runs (1/5/15 min): %s' % ' -> '.join(loads))
     bc.write_result(args.json, {
         'name': 'mlp_vs_torch', 'unit': 'steps/s', 'higher_is_better': True,
-        'dtl': best['dtl'], 'torch': best_torch,
-        'torch_config': '1 thread' if best['torch1'] >= best['torch2'] else '2 threads',
+        'dtl': best['dtl'], 'torch': best[best_tk], 'torch_config': dict(names)[best_tk],
         'ratio': ratio_best, 'ratio_median': ratio_med, 'goal': '>= 4x',
-        'rounds': res, 'gemm_gflop_per_step': flops / 1e9, 'gemm_gflops_best': gflops_best,
-        'loads': loads})
+        'rounds': res, 'labels': dict(names), 'blas': blas, 'gemm_gflop_per_step': flops / 1e9,
+        'gemm_gflops_best': gflops_best, 'loads': loads, 'warnings': bc.WARNINGS})
 
 
 if __name__ == '__main__':

@@ -38,6 +38,9 @@ const char* opName(Op op) {
     case Op::DropoutGrad: return "dropout_grad";
     case Op::SliceGrad: return "slice_grad";
     case Op::Update: return "update";
+    case Op::AllReduce: return "all_reduce";
+    case Op::AllGather: return "all_gather";
+    case Op::ReduceScatter: return "reduce_scatter";
   }
   return "?";
 }

@@ -58,6 +58,23 @@ enum class Op {
   SliceGrad,      // inputs: g (one copy); this node = full stacked shape, zeros but copy `index`
   // optimiser
   Update,         // inputs: param, grad; name = param path; applies the train block's optimiser
+  // communication, inserted by the layout pass (compiler/layout) where a
+  // consumer needs another placement than its producer gives; name = the
+  // mesh axis, `where` = the split rule that caused it
+  AllReduce,      // Partial → Replicate: sum over the axis
+  AllGather,      // Shard(names[0]) → Replicate
+  ReduceScatter,  // Partial → Shard(names[0])
+};
+
+// A group of all-reduces launched together (language.md §9 `bucket`): it
+// starts once node `start_after` has run and is waited for where its first
+// member node stands.
+struct Bucket {
+  int id = 0;
+  std::string axis;
+  std::vector<int> members;  // AllReduce node ids, in production order
+  int start_after = -1;
+  int64_t bytes = 0;
 };
 
 const char* opName(Op op);
@@ -84,6 +101,7 @@ struct Graph {
   // Filled by autodiff: gradient node per parameter path (same shape).
   std::vector<std::pair<std::string, int>> grads;
   int forward_end = 0;                    // nodes [0, forward_end) are the forward pass
+  std::vector<Bucket> buckets;            // filled by the bucketing pass
 
   int add(Node n) {
     n.id = static_cast<int>(nodes.size());

@@ -7,8 +7,18 @@
 // Diagnostics are rendered as text and JSON; a spec that checks renders every
 // printer that `dtlc check` has. Relative paths in the spec (imports, data files) resolve
 // against the current folder and are only read; nothing is written.
+//
+// Like dtlc (tools/dtlc/big_stack.h), the front end runs on a thread with a
+// big stack: its recursion is bounded by the input's nesting limits, not
+// small. The sanitizers make frames about 8× larger than a release build's
+// (the deepest input, fuzz/regressions/crash-forward-self-call-64x990-deep-stack.dtl,
+// needs ~64 MiB in release and ~512 MiB here), so dtlc's 256 MiB becomes 2 GiB:
+// an input that overflows this would overflow dtlc too.
+#include <pthread.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -38,13 +48,12 @@ void collectOptions(const std::string& text, dtl::driver::FrontendOptions& opts)
   }
 }
 
+constexpr size_t kStackBytes = size_t{2} << 30;
+
 // Keeps the printers' output alive so the optimiser cannot drop the calls.
 volatile size_t g_sink = 0;
 
-}  // namespace
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string text(reinterpret_cast<const char*>(data), size);
+void checkSpec(const std::string& text) {
   dtl::driver::FrontendOptions opts;
   collectOptions(text, opts);
 
@@ -60,5 +69,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (m->file == fe.program().spec_file) n += dtl::syntax::printAst(*m).size();
   }
   g_sink = g_sink + n;
+}
+
+void* checkSpecThread(void* text) {
+  checkSpec(*static_cast<const std::string*>(text));
+  return nullptr;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string text(reinterpret_cast<const char*>(data), size);
+  pthread_attr_t attr;
+  pthread_t thread;
+  if (pthread_attr_init(&attr) != 0 || pthread_attr_setstacksize(&attr, kStackBytes) != 0 ||
+      pthread_create(&thread, &attr, checkSpecThread, &text) != 0) {
+    // Running on the small main stack would report overflows dtlc never has.
+    std::fprintf(stderr, "fuzz_frontend: cannot start a thread with a %zu MiB stack\n", kStackBytes >> 20);
+    std::abort();
+  }
+  pthread_attr_destroy(&attr);
+  pthread_join(thread, nullptr);
   return 0;
 }

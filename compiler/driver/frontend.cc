@@ -1,5 +1,6 @@
 #include "compiler/driver/frontend.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include "compiler/sema/instantiate_model.h"
 #include "compiler/sema/resolve_names.h"
 #include "compiler/ir/autodiff.h"
+#include "compiler/passes/bucket_gradients.h"
 
 namespace dtl::driver {
 
@@ -48,8 +50,25 @@ int Frontend::runText(const std::string& name, const std::string& text, const Fr
   sema::checkData(prog_, spec_.model, spec_.data, *diags_);
   sema::checkParallel(prog_, spec_.model, spec_.train, opt.world, spec_.parallel, *diags_);
   if (diags_->hasErrors()) return 1;
-  if (stop == Stop::Ir || stop == Stop::Grad) lower(stop == Stop::Grad);
+  if (stop == Stop::Ir || stop == Stop::Grad || stop == Stop::Plan) lower(stop != Stop::Ir);
+  if (stop == Stop::Plan) layOut();
   return diags_->hasErrors() ? 1 : 0;
+}
+
+// The mesh with every size resolved (an unresolved `auto` counts as 1), the
+// split rules with their source, the layout pass, then the buckets.
+void Frontend::layOut() {
+  std::vector<layout::MeshAxis> mesh;
+  for (const sema::MeshAxisSpec& a : spec_.parallel.mesh) mesh.push_back({a.name, std::max<int64_t>(1, a.size)});
+  std::vector<layout::SplitRule> rules;
+  for (const sema::SplitSpec& s : spec_.parallel.splits) {
+    std::string where = spec_.parallel.present && s.loc.valid()
+                            ? sources_->name(s.loc.file) + ":" + std::to_string(s.loc.line) + ":" + std::to_string(s.loc.col)
+                            : "implied: no parallel block";
+    rules.push_back({s.dim, s.axis, where});
+  }
+  layout_errors_ = layout::assignPlacements(graph_, mesh, rules, layout_);
+  passes::bucketGradients(graph_, spec_.parallel.bucket_bytes, spec_.parallel.overlap);
 }
 
 void Frontend::lower(bool with_backward) {

@@ -10,6 +10,7 @@
 
 #include "compiler/diag/diagnostics.h"
 #include "compiler/sema/program.h"
+#include "compiler/layout/assign_placements.h"
 #include "compiler/sema/spec.h"
 #include "core/graph.h"
 
@@ -20,7 +21,7 @@ struct FrontendOptions {
   int64_t world = 0;              // --world N; 0 = unknown
 };
 
-enum class Stop { Ast, Sema, Ir, Grad };
+enum class Stop { Ast, Sema, Ir, Grad, Plan };
 
 class Frontend {
  public:
@@ -36,17 +37,23 @@ class Frontend {
   const sema::Spec& spec() const { return spec_; }
   // The training graph (Stop::Ir: forward only; Stop::Grad: with backward and updates).
   const ir::Graph& graph() const { return graph_; }
+  // Stop::Plan: the laid-out graph's placements; what the layout could not do.
+  const layout::Layout& layout() const { return layout_; }
+  const std::vector<std::string>& layoutErrors() const { return layout_errors_; }
   const sema::Program& program() const { return prog_; }
   const diag::SourceManager& sources() const { return *sources_; }
 
  private:
   void lower(bool with_backward);
+  void layOut();
 
   std::unique_ptr<diag::SourceManager> sources_;
   std::unique_ptr<diag::Diagnostics> diags_;
   sema::Program prog_;
   sema::Spec spec_;
   ir::Graph graph_;
+  layout::Layout layout_;
+  std::vector<std::string> layout_errors_;
   std::vector<std::string> usage_;
 };
 

@@ -7,6 +7,7 @@
 #include "compiler/driver/frontend.h"
 #include "compiler/sema/print_sema.h"
 #include "compiler/syntax/print_ast.h"
+#include "tools/dtlc/plan_command.h"
 #include "tools/dtlc/run_command.h"
 
 namespace dtl::cli {
@@ -20,6 +21,7 @@ const char* kMainHelp =
     "\n"
     "commands:\n"
     "  check SPEC   parse and type-check a spec; print its model, parameters and layout\n"
+    "  plan SPEC    show what one optimiser step sends over the wire, and memory per rank\n"
     "  run SPEC     train a spec on this process\n"
     "\n"
     "Run `dtlc COMMAND --help` for a command's options. Docs: docs/language-guide.md.\n";
@@ -166,6 +168,7 @@ int runCli(const std::vector<std::string>& args, std::string& out, std::string& 
     }
     if (cmd == "check") return check(args, out, err);
     if (cmd == "run") return runCommand(args, out, err);
+    if (cmd == "plan") return planCommand(args, out, err);
     err += "dtlc: unknown command '" + cmd + "'\n\n" + kMainHelp;
     return 2;
   } catch (const std::exception& e) {

@@ -1,0 +1,341 @@
+// The layout pass.
+//
+// 1. Seeds: an input or parameter with a dim named by `split D over A` is
+//    Shard(D) on A; everything else starts Replicate.
+// 2. Nodes are visited in order (the backward and optimiser follow the
+//    forward, so one pass covers the training graph). Per axis:
+//    - a Partial input of an op that is not linear in it is all-reduced;
+//    - a Shard(D) input where the op needs all of D (softmax over D, …) is
+//      all-gathered;
+//    - otherwise a sharded D the output keeps stays Shard(D), and a sharded
+//      D the op sums away (contraction, reduction, the loss's mean) makes
+//      the output Partial.
+// 3. Means over a split dim divide by its global size: the local mean is
+//    scaled by local/global so the partial values sum to the global mean.
+// 4. The optimiser needs gradients placed like their parameters; the loss
+//    and metrics are read as global values: conversions are inserted there.
+#include "compiler/layout/assign_placements.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace dtl::layout {
+
+std::string Placement::str() const {
+  switch (kind) {
+    case Replicate: return "R";
+    case Shard: return "S(" + dim + ")";
+    case Partial: return "P";
+  }
+  return "?";
+}
+
+namespace {
+
+using ir::Node;
+using ir::Op;
+
+class Pass {
+ public:
+  Pass(const ir::Graph& in, const std::vector<MeshAxis>& mesh, const std::vector<SplitRule>& rules)
+      : in_(in), mesh_(mesh) {
+    for (const SplitRule& r : rules) {
+      for (size_t a = 0; a < mesh.size(); ++a)
+        if (mesh[a].name == r.axis) split_[r.dim] = {a, r.where};
+    }
+  }
+
+  std::vector<std::string> run(ir::Graph& out, Layout& layout) {
+    map_.assign(in_.nodes.size(), -1);
+    for (const Node& n : in_.nodes) visit(n);
+    out_.forward_end = map_[static_cast<size_t>(std::max(0, in_.forward_end - 1))] + 1;
+    // 4. What the trainer reads must be global.
+    out_.loss = in_.loss >= 0 ? replicate(map_[in_.loss], "the loss is reported as the global mean") : -1;
+    for (const auto& [name, id] : in_.metrics)
+      out_.metrics.emplace_back(name, replicate(map_[id], "metrics are global means"));
+    layout.mesh = mesh_;
+    layout.of = place_;
+    out = std::move(out_);
+    return errors_;
+  }
+
+ private:
+  using Pl = std::vector<Placement>;
+
+  Pl replicated() const { return Pl(mesh_.size()); }
+
+  int add(Node n, Pl p) {
+    int id = out_.add(std::move(n));
+    place_.push_back(std::move(p));
+    return id;
+  }
+
+  // A collective converting `id` on axis `a` to Replicate.
+  int convert(int id, size_t a, const std::string& why) {
+    const Node& src = out_.nodes[static_cast<size_t>(id)];
+    Placement p = place_[static_cast<size_t>(id)][a];
+    if (p.kind == Placement::Replicate) return id;
+    Node c;
+    c.op = p.kind == Placement::Partial ? Op::AllReduce : Op::AllGather;
+    c.shape = src.shape;
+    c.dtype = src.dtype;
+    c.inputs = {id};
+    c.name = mesh_[a].name;
+    if (p.kind == Placement::Shard) c.names = {p.dim};
+    c.fn = why;
+    c.where = ruleWhere(p.kind == Placement::Shard ? p.dim : partialOrigin(id, a));
+    Pl pl = place_[static_cast<size_t>(id)];
+    pl[a] = Placement{};
+    if (p.kind == Placement::Shard) {
+      // The gathered tensor is the full dim: its size grows by the axis size.
+      int k = c.shape.find(p.dim);
+      if (k >= 0) c.shape.dims[static_cast<size_t>(k)].size *= mesh_[a].size;
+    }
+    return add(std::move(c), std::move(pl));
+  }
+
+  int replicate(int id, const std::string& why) {
+    for (size_t a = 0; a < mesh_.size(); ++a) id = convert(id, a, why);
+    return id;
+  }
+
+  // The split rule behind a Partial: the dim whose sum made it.
+  std::string partialOrigin(int id, size_t a) const {
+    auto it = partial_dim_.find({id, a});
+    return it == partial_dim_.end() ? "" : it->second;
+  }
+
+  std::string ruleWhere(const std::string& dim) const {
+    auto it = split_.find(dim);
+    return it == split_.end() ? "" : "split " + dim + " over " + mesh_[it->second.first].name + " (" + it->second.second + ")";
+  }
+
+  // Dims an op needs whole on one rank.
+  static std::set<std::string> within(const Node& n, const ir::Graph& g) {
+    switch (n.op) {
+      case Op::Softmax: case Op::LogSoftmax: case Op::SoftmaxGrad: case Op::LogSoftmaxGrad:
+      case Op::Normalize: case Op::RmsNormalize: case Op::NormalizeGrad: case Op::RmsNormalizeGrad:
+      case Op::CrossEntropy: case Op::CrossEntropyGrad: case Op::Argmax: case Op::MaxGrad:
+        return {n.names.begin(), n.names.end()};
+      case Op::Reduce:
+        if (n.fn == "max") return {n.names.begin(), n.names.end()};
+        return {};
+      case Op::Attention: case Op::AttentionGrad: {
+        const Shape& q = g.nodes[static_cast<size_t>(n.inputs[0])].shape;
+        const Shape& k = g.nodes[static_cast<size_t>(n.inputs[1])].shape;
+        std::set<std::string> s;
+        if (q.rank() >= 3) s = {q.dims[q.rank() - 3].name, q.dims[q.rank() - 1].name, k.dims[k.rank() - 3].name};
+        return s;
+      }
+      case Op::Embed: return {g.nodes[static_cast<size_t>(n.inputs[0])].shape.dims[0].name};
+      case Op::EmbedGrad: return {n.shape.dims[0].name};
+      case Op::Reshape: {
+        std::set<std::string> s;  // split or merged dims must be whole
+        const Shape& x = g.nodes[static_cast<size_t>(n.inputs[0])].shape;
+        for (const Dim& d : x.dims)
+          if (!n.shape.has(d.name)) s.insert(d.name);
+        for (const Dim& d : n.shape.dims)
+          if (!x.has(d.name)) s.insert(d.name);
+        return s;
+      }
+      default: return {};
+    }
+  }
+
+  // Is the op linear in input k, so a Partial input gives a Partial output?
+  static bool linearIn(const Node& n, size_t k, const std::vector<bool>& partial) {
+    switch (n.op) {
+      case Op::Align: case Op::ReduceTo: case Op::Reshape: case Op::Slice: case Op::SliceGrad:
+      case Op::Cast: case Op::DropoutGrad:
+        return true;
+      case Op::Unary: return n.fn == "neg";
+      case Op::Reduce: return n.fn != "max";
+      case Op::Binary:
+        if (n.fn == "add" || n.fn == "sub") return partial[0] && partial[1];  // P + R would count R n times
+        if (n.fn == "mul") return !(partial[0] && partial[1]);
+        if (n.fn == "div") return k == 0 && !partial[1];
+        return false;
+      case Op::Contract: return !(partial[0] && partial[1]);
+      case Op::CrossEntropyGrad: return k == 2;  // linear in dy
+      case Op::UnaryGrad: case Op::SoftmaxGrad: case Op::LogSoftmaxGrad: case Op::NormalizeGrad:
+      case Op::RmsNormalizeGrad: case Op::MaxGrad: case Op::EmbedGrad:
+        return k == n.inputs.size() - 1;  // linear in the incoming gradient
+      case Op::AttentionGrad: return k == 3;
+      default: return false;
+    }
+  }
+
+  // The dims an op sums away (its output lacks them, its result is a sum or mean over them).
+  static std::set<std::string> summed(const Node& n, const ir::Graph& g) {
+    std::set<std::string> s;
+    if (n.op == Op::Contract || n.op == Op::ReduceTo || (n.op == Op::Reduce && n.fn != "max") ||
+        n.op == Op::CrossEntropy) {
+      for (int in : n.inputs)
+        for (const Dim& d : g.nodes[static_cast<size_t>(in)].shape.dims)
+          if (!n.shape.has(d.name)) s.insert(d.name);
+    }
+    return s;
+  }
+
+  void visit(const Node& old) {
+    Node n = old;
+    for (int& in : n.inputs) in = map_[static_cast<size_t>(in)];
+    Pl out(mesh_.size());
+    if (n.op == Op::Input || n.op == Op::Param) {
+      for (const Dim& d : n.shape.dims) {
+        auto it = split_.find(d.name);
+        if (it != split_.end()) out[it->second.first] = Placement{Placement::Shard, d.name};
+      }
+      map_[static_cast<size_t>(old.id)] = add(std::move(n), std::move(out));
+      return;
+    }
+    if (n.op == Op::Const && n.fn == "inv_count") {
+      double global = 1;
+      for (const std::string& d : n.names) global *= static_cast<double>(globalSize(d, old));
+      n.scalar = 1.0 / global;
+    }
+    if (n.op == Op::Update) {
+      // The gradient must be placed like the parameter.
+      for (size_t a = 0; a < mesh_.size(); ++a) {
+        const Placement& pp = place_[static_cast<size_t>(n.inputs[0])][a];
+        const Placement& gp = place_[static_cast<size_t>(n.inputs[1])][a];
+        if (gp.kind == pp.kind && gp.dim == pp.dim) continue;
+        if (pp.kind == Placement::Replicate) {
+          n.inputs[1] = convert(n.inputs[1], a, "the optimiser updates " + n.name + " on every rank");
+        } else {
+          errors_.push_back("gradient of `" + n.name + "` is " + gp.str() + " on `" + mesh_[a].name +
+                            "` but the parameter is " + pp.str() + ": this conversion is not built yet");
+        }
+      }
+      out_.grads.emplace_back(n.name, n.inputs[1]);
+      Pl param_place = place_[static_cast<size_t>(n.inputs[0])];
+      map_[static_cast<size_t>(old.id)] = add(std::move(n), std::move(param_place));
+      return;
+    }
+    std::set<std::string> whole = within(old, in_);
+    std::set<std::string> sums = summed(old, in_);
+    for (size_t a = 0; a < mesh_.size(); ++a) {
+      std::vector<bool> partial;
+      for (int in : n.inputs) partial.push_back(place_[static_cast<size_t>(in)][a].kind == Placement::Partial);
+      // Partial inputs of a non-linear use are reduced first.
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        if (partial[k] && !linearIn(old, k, partial)) {
+          n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` is not linear in a partial sum");
+          partial[k] = false;
+        }
+      }
+      bool any_partial = std::find(partial.begin(), partial.end(), true) != partial.end();
+      std::string shard;
+      bool reduced = false;
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        const Placement& p = place_[static_cast<size_t>(n.inputs[k])][a];
+        if (p.kind != Placement::Shard) continue;
+        if (whole.count(p.dim)) {
+          n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` needs all of `" + p.dim + "`");
+          continue;
+        }
+        if (!shard.empty() && shard != p.dim)
+          errors_.push_back(std::string("`") + ir::opName(old.op) + "` (" + old.where + ") mixes two dims sharded over `" +
+                            mesh_[a].name + "`: not supported yet");
+        shard = p.dim;
+        if (sums.count(p.dim)) reduced = true;
+      }
+      if (!shard.empty() && !reduced && !n.shape.has(shard)) reduced = true;
+      if (reduced) {
+        out[a] = Placement{Placement::Partial, ""};
+        partial_dim_[{static_cast<int>(out_.nodes.size()), a}] = shard;
+      } else if (!shard.empty()) {
+        out[a] = Placement{Placement::Shard, shard};
+        // A replicated operand that carries the dim would need a local slice.
+        for (int in : n.inputs)
+          if (place_[static_cast<size_t>(in)][a].kind == Placement::Replicate && out_.nodes[static_cast<size_t>(in)].shape.has(shard) &&
+              out_.nodes[static_cast<size_t>(in)].op != Op::Const)
+            errors_.push_back(std::string("`") + ir::opName(old.op) + "` (" + old.where + ") needs a local slice of a replicated operand along `" +
+                              shard + "`: not supported yet");
+      } else if (any_partial) {
+        out[a] = Placement{Placement::Partial, ""};
+        for (size_t k = 0; k < n.inputs.size(); ++k)
+          if (partial[k]) partial_dim_[{static_cast<int>(out_.nodes.size()), a}] = partialOrigin(n.inputs[k], a);
+      }
+    }
+    int id = add(n, out);
+    // 3. A mean over a split dim: scale the local mean by local / global size.
+    double scale = meanScale(old);
+    if (scale != 1.0) {
+      Node c;
+      c.op = Op::Const;
+      c.scalar = scale;
+      c.dtype = n.dtype;
+      c.where = n.where;
+      int cid = add(std::move(c), replicated());
+      Node m;
+      m.op = Op::Binary;
+      m.fn = "mul";
+      m.shape = n.shape;
+      m.dtype = n.dtype;
+      m.inputs = {id, cid};
+      m.where = n.where;
+      Pl keep = place_[static_cast<size_t>(id)];
+      int mid = add(std::move(m), keep);
+      for (size_t a = 0; a < mesh_.size(); ++a)
+        if (partial_dim_.count({id, a})) partial_dim_[{mid, a}] = partial_dim_[{id, a}];
+      id = mid;
+    }
+    map_[static_cast<size_t>(old.id)] = id;
+  }
+
+  int64_t globalSize(const std::string& dim, const Node& at) const {
+    int64_t local = 1;
+    for (const Node& n : in_.nodes) {
+      int k = n.shape.find(dim);
+      if (k >= 0) {
+        local = n.shape.dims[static_cast<size_t>(k)].size;
+        break;
+      }
+    }
+    (void)at;
+    auto it = split_.find(dim);
+    // `batch` is per rank already; other dims are global in the graph.
+    if (it != split_.end() && dim == "batch") return local * mesh_[it->second.first].size;
+    return local;
+  }
+
+  // local / global element count of the mean a node takes over split dims.
+  double meanScale(const Node& n) const {
+    std::vector<std::string> dims;
+    if (n.op == Op::Reduce && n.fn == "mean") dims = n.names;
+    if (n.op == Op::CrossEntropy || n.op == Op::CrossEntropyGrad) {
+      const Shape& logits = in_.nodes[static_cast<size_t>(n.inputs[0])].shape;
+      for (const Dim& d : logits.dims)
+        if (d.name != n.names[0]) dims.push_back(d.name);
+    }
+    double scale = 1;
+    for (const std::string& d : dims) {
+      auto it = split_.find(d);
+      if (it != split_.end() && d == "batch") scale /= static_cast<double>(mesh_[it->second.first].size);
+    }
+    return scale;
+  }
+
+  const ir::Graph& in_;
+  std::vector<MeshAxis> mesh_;
+  std::map<std::string, std::pair<size_t, std::string>> split_;  // dim → (axis, rule source)
+  ir::Graph out_;
+  std::vector<Pl> place_;
+  std::vector<int> map_;
+  std::map<std::pair<int, size_t>, std::string> partial_dim_;
+  std::vector<std::string> errors_;
+};
+
+}  // namespace
+
+std::vector<std::string> assignPlacements(ir::Graph& g, const std::vector<MeshAxis>& mesh,
+                                          const std::vector<SplitRule>& rules, Layout& out) {
+  ir::Graph laid;
+  std::vector<std::string> errors = Pass(g, mesh, rules).run(laid, out);
+  g = std::move(laid);
+  return errors;
+}
+
+}  // namespace dtl::layout

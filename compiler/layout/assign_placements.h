@@ -1,0 +1,43 @@
+// The layout pass: gives every value of the training graph a placement on
+// each mesh axis — Replicate, Shard(dim) or Partial(sum) — and inserts a
+// collective wherever a consumer needs another placement than its producer
+// gives (language.md §9). Data parallelism is not special-cased: `split
+// batch over dp` shards the inputs, the loss's mean over `batch` makes the
+// loss and every parameter gradient Partial, and the optimiser's need for
+// a Replicate gradient inserts the all-reduce.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/graph.h"
+
+namespace dtl::layout {
+
+struct MeshAxis {
+  std::string name;
+  int64_t size = 1;
+};
+
+struct SplitRule {
+  std::string dim, axis;
+  std::string where;  // "spec.dtl:47:3": the rule's source, for the plan
+};
+
+struct Placement {
+  enum Kind { Replicate, Shard, Partial } kind = Replicate;
+  std::string dim;  // Shard
+  std::string str() const;
+};
+
+struct Layout {
+  std::vector<MeshAxis> mesh;
+  std::vector<std::vector<Placement>> of;  // per node of the laid-out graph, per axis
+};
+
+// Rewrites `g` in place (nodes renumbered; collectives inserted). Errors
+// (a layout this version cannot run) are returned as messages.
+std::vector<std::string> assignPlacements(ir::Graph& g, const std::vector<MeshAxis>& mesh,
+                                          const std::vector<SplitRule>& rules, Layout& out);
+
+}  // namespace dtl::layout

@@ -1,0 +1,227 @@
+#include "compiler/plan/plan.h"
+
+#include <algorithm>
+#include <map>
+
+#include "compiler/sema/print_sema.h"
+#include "core/json.h"
+
+namespace dtl::plan {
+
+namespace {
+
+struct Collective {
+  std::string op, axis, dtype, after, why, rule;
+  int64_t bytes = 0;
+  int bucket = -1;
+  std::vector<std::string> tensors;
+  int start = 0;
+};
+
+int64_t axisSize(const layout::Layout& l, const std::string& axis) {
+  for (const auto& a : l.mesh)
+    if (a.name == axis) return a.size;
+  return 1;
+}
+
+// "the gradient of fc2.weight" / "cross_entropy at spec.dtl:24:12"
+std::string describeNode(const ir::Graph& g, int id, const std::map<int, std::string>& grad_of) {
+  auto it = grad_of.find(id);
+  if (it != grad_of.end()) return "the gradient of " + it->second + " (%" + std::to_string(id) + ")";
+  const ir::Node& n = g.nodes[static_cast<size_t>(id)];
+  return std::string(ir::opName(n.op)) + (n.fn.empty() ? "" : "." + n.fn) + " %" + std::to_string(id) +
+         (n.where.empty() ? "" : " at " + n.where);
+}
+
+std::vector<Collective> collectives(const ir::Graph& g) {
+  std::map<int, std::string> grad_of, update_of;
+  for (const ir::Node& n : g.nodes)
+    if (n.op == ir::Op::Update) update_of[n.inputs[1]] = n.name;
+  for (const ir::Node& n : g.nodes)
+    if (n.op == ir::Op::AllReduce && update_of.count(n.id)) grad_of[n.inputs[0]] = update_of[n.id];
+  std::vector<Collective> out;
+  std::vector<bool> in_bucket(g.nodes.size(), false);
+  for (const ir::Bucket& b : g.buckets) {
+    Collective c;
+    c.op = "all_reduce";
+    c.axis = b.axis;
+    c.dtype = "f32";
+    c.bytes = b.bytes;
+    c.bucket = b.id;
+    c.start = b.start_after;
+    c.after = describeNode(g, b.start_after, grad_of);
+    for (int m : b.members) {
+      in_bucket[static_cast<size_t>(m)] = true;
+      c.tensors.push_back(update_of.count(m) ? update_of[m] : "%" + std::to_string(m));
+      c.rule = g.nodes[static_cast<size_t>(m)].where;
+      c.why = "parameter gradients are partial sums over `" + b.axis + "`; " + g.nodes[static_cast<size_t>(m)].fn;
+    }
+    out.push_back(std::move(c));
+  }
+  for (const ir::Node& n : g.nodes) {
+    if ((n.op != ir::Op::AllReduce && n.op != ir::Op::AllGather && n.op != ir::Op::ReduceScatter) ||
+        in_bucket[static_cast<size_t>(n.id)])
+      continue;
+    Collective c;
+    c.op = n.op == ir::Op::AllReduce ? "all_reduce" : n.op == ir::Op::AllGather ? "all_gather" : "reduce_scatter";
+    c.axis = n.name;
+    c.dtype = dtypeName(n.dtype);
+    c.bytes = n.shape.elements().value_or(0) * dtypeBytes(n.dtype);
+    c.start = n.inputs[0];
+    c.after = describeNode(g, n.inputs[0], grad_of);
+    c.rule = n.where;
+    c.why = n.fn;
+    c.tensors.push_back("%" + std::to_string(n.inputs[0]));
+    out.push_back(std::move(c));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Collective& a, const Collective& b) { return a.start < b.start; });
+  return out;
+}
+
+// Ring all-reduce sends 2(n−1)/n of the buffer; all-gather and
+// reduce-scatter (n−1)/n.
+double sent(const Collective& c, int64_t n) {
+  if (n <= 1) return 0;
+  double f = c.op == "all_reduce" ? 2.0 * static_cast<double>(n - 1) / static_cast<double>(n)
+                                  : static_cast<double>(n - 1) / static_cast<double>(n);
+  return f * static_cast<double>(c.bytes);
+}
+
+std::string meshText(const layout::Layout& l) {
+  std::string s;
+  for (const auto& a : l.mesh) s += (s.empty() ? "" : ", ") + a.name + " = " + std::to_string(a.size);
+  return s;
+}
+
+int64_t world(const layout::Layout& l) {
+  int64_t w = 1;
+  for (const auto& a : l.mesh) w *= a.size;
+  return w;
+}
+
+}  // namespace
+
+Memory memoryPerRank(const ir::Graph& g, const sema::Spec& spec) {
+  Memory m;
+  for (const auto& p : spec.model.params) m.parameters += p.shape.elements().value_or(0) * dtypeBytes(p.dtype);
+  m.gradients = m.parameters;
+  const std::string& opt = spec.train.optimizer;
+  double states = opt == "adam" || opt == "adamw" ? 2 : 0;
+  if (opt == "sgd") {
+    auto it = spec.train.optimizer_args.find("momentum");
+    states = it != spec.train.optimizer_args.end() && it->second != 0 ? 1 : 0;
+  }
+  m.optimizer_state = static_cast<int64_t>(states * static_cast<double>(m.parameters));
+  // Live activation bytes over the step, as the executor frees them.
+  std::vector<int> last(g.nodes.size(), -1);
+  for (const ir::Node& n : g.nodes)
+    for (int in : n.inputs) last[static_cast<size_t>(in)] = std::max(last[static_cast<size_t>(in)], n.id);
+  int64_t live = 0;
+  for (const ir::Node& n : g.nodes) {
+    bool owns = n.op != ir::Op::Param && n.op != ir::Op::Update && n.op != ir::Op::Reshape &&
+                !(n.op == ir::Op::Slice && g.nodes[static_cast<size_t>(n.inputs[0])].op == ir::Op::Param);
+    if (owns) live += n.shape.elements().value_or(0) * 4;
+    m.peak_activations = std::max(m.peak_activations, live);
+    for (int in : n.inputs) {
+      const ir::Node& src = g.nodes[static_cast<size_t>(in)];
+      bool src_owns = src.op != ir::Op::Param && src.op != ir::Op::Reshape &&
+                      !(src.op == ir::Op::Slice && g.nodes[static_cast<size_t>(src.inputs[0])].op == ir::Op::Param);
+      if (last[static_cast<size_t>(in)] == n.id && src_owns) live -= src.shape.elements().value_or(0) * 4;
+    }
+  }
+  return m;
+}
+
+std::string planText(const ir::Graph& g, const layout::Layout& l, const sema::Spec& spec) {
+  std::vector<Collective> cs = collectives(g);
+  int64_t w = world(l);
+  std::string out = "plan for " + spec.model.name + " on " + std::to_string(w) + " rank" + (w == 1 ? "" : "s") +
+                    " (mesh " + meshText(l) + "), one optimiser step of " +
+                    std::to_string(spec.train.accumulate) + " micro-batch" + (spec.train.accumulate == 1 ? "" : "es") +
+                    " of " + std::to_string(spec.train.batch) + "\n\ncollectives\n";
+  double total = 0;
+  for (const Collective& c : cs) {
+    int64_t n = axisSize(l, c.axis);
+    total += sent(c, n);
+    out += "  " + c.op + " over " + c.axis + ", " + c.dtype + ", " + sema::humanBytes(c.bytes);
+    if (c.bucket >= 0) out += ", bucket " + std::to_string(c.bucket) + " (" + std::to_string(c.tensors.size()) + std::string(c.tensors.size() == 1 ? " tensor)" : " tensors)");
+    out += "\n    starts after " + c.after + "\n";
+    if (c.bucket >= 0) {
+      std::string t;
+      for (const std::string& s : c.tensors) t += (t.empty() ? "" : ", ") + s;
+      out += "    tensors: " + t + "\n";
+    }
+    if (!c.why.empty()) out += "    why: " + c.why + "\n";
+    if (!c.rule.empty()) out += "    rule: " + c.rule + "\n";
+  }
+  if (cs.empty()) out += "  none: every value stays on its rank\n";
+  Memory m = memoryPerRank(g, spec);
+  out += "\nmemory per rank\n";
+  out += "  parameters        " + sema::humanBytes(m.parameters) + "\n";
+  out += "  gradients         " + sema::humanBytes(m.gradients) + "\n";
+  out += "  optimizer state   " + sema::humanBytes(m.optimizer_state) + "\n";
+  out += "  peak activations  " + sema::humanBytes(m.peak_activations) + "\n";
+  out += "  total             " + sema::humanBytes(m.total()) + "\n";
+  out += "\nbytes sent per rank per step: " + sema::humanBytes(static_cast<int64_t>(total)) +
+         " (ring: 2(n−1)/n × bytes per all-reduce)\n";
+  return out;
+}
+
+std::string planJson(const ir::Graph& g, const layout::Layout& l, const sema::Spec& spec) {
+  std::vector<Collective> cs = collectives(g);
+  json::Writer w;
+  w.beginObject();
+  w.key("model").value(spec.model.name);
+  w.key("world").value(world(l));
+  w.key("mesh").beginObject();
+  for (const auto& a : l.mesh) w.key(a.name).value(a.size);
+  w.endObject();
+  double total = 0;
+  w.key("collectives").beginArray();
+  for (const Collective& c : cs) {
+    total += sent(c, axisSize(l, c.axis));
+    w.beginObject();
+    w.key("op").value(c.op).key("axis").value(c.axis).key("dtype").value(c.dtype).key("bytes").value(c.bytes);
+    w.key("bucket");
+    if (c.bucket >= 0) w.value(c.bucket);
+    else w.null();
+    w.key("tensors").beginArray();
+    for (const std::string& t : c.tensors) w.value(t);
+    w.endArray();
+    w.key("after").value(c.after).key("why").value(c.why).key("rule").value(c.rule);
+    w.endObject();
+  }
+  w.endArray();
+  Memory m = memoryPerRank(g, spec);
+  w.key("memory").beginObject();
+  w.key("parameters").value(m.parameters).key("gradients").value(m.gradients);
+  w.key("optimizer_state").value(m.optimizer_state).key("peak_activations").value(m.peak_activations);
+  w.key("total").value(m.total()).endObject();
+  w.key("bytes_sent_per_rank").value(static_cast<int64_t>(total));
+  w.endObject();
+  return w.str() + "\n";
+}
+
+std::string planDot(const ir::Graph& g, const layout::Layout& l, const sema::Spec& spec) {
+  std::vector<Collective> cs = collectives(g);
+  std::string out = "digraph plan {\n  rankdir=LR;\n  label=\"" + spec.model.name + " on mesh " + meshText(l) + "\";\n";
+  out += "  subgraph cluster_mesh {\n    label=\"ranks\";\n";
+  int64_t w = world(l);
+  for (int64_t r = 0; r < w; ++r) out += "    r" + std::to_string(r) + " [shape=box,label=\"rank " + std::to_string(r) + "\"];\n";
+  out += "  }\n";
+  std::string prev = "start";
+  out += "  start [shape=circle,label=\"backward\"];\n";
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const Collective& c = cs[i];
+    std::string id = "c" + std::to_string(i);
+    out += "  " + id + " [shape=note,label=\"" + c.op + " over " + c.axis + "\\n" + sema::humanBytes(c.bytes) +
+           (c.bucket >= 0 ? "\\nbucket " + std::to_string(c.bucket) + ", " + std::to_string(c.tensors.size()) + " tensors" : "") +
+           "\"];\n";
+    out += "  " + prev + " -> " + id + " [label=\"after " + json::quote(c.after).substr(1, json::quote(c.after).size() - 2) + "\"];\n";
+    prev = id;
+  }
+  out += "  " + prev + " -> update;\n  update [shape=circle,label=\"optimiser\"];\n}\n";
+  return out;
+}
+
+}  // namespace dtl::plan

@@ -1,0 +1,316 @@
+// The launcher (launcher.h):
+//  1. Check the options; settle the job token and (node 0) start the store.
+//  2. Start nproc ranks, each in its own process group, with RANK, LOCAL_RANK,
+//     WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, DTL_JOB_TOKEN.
+//  3. Every 20 ms (or on output or a signal): relay output, forward caught
+//     signals, reap exited ranks. The first rank to fail makes the launcher
+//     SIGTERM the others, then SIGKILL them after the grace period.
+//  4. Name the failed rank with its last step (step/<r> in the store); with
+//     restarts left, empty the store and go back to 2.
+#include "runtime/launch/launcher.h"
+
+#include <signal.h>
+#include <sys/random.h>
+#include <sys/wait.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+
+#include "runtime/comm/tcp_store.h"
+#include "runtime/launch/env.h"
+#include "runtime/launch/rank_process.h"
+#include "runtime/launch/rendezvous.h"
+
+namespace dtl::rt::launch {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kPollMillis = 20;
+constexpr auto kDrainWindow = std::chrono::seconds(2);  // for output still in flight after the last exit
+constexpr auto kStepLookupTimeout = std::chrono::seconds(2);
+
+// What every generation of ranks shares.
+struct Plan {
+  std::string exe;
+  std::vector<std::string> argv;
+  int nproc = 1, nnodes = 1, node_rank = 0;
+  std::string host;
+  int port = 0;
+  std::string token;
+  std::chrono::seconds join_timeout{300};
+  std::chrono::milliseconds stop_grace{5000};
+};
+
+struct Outcome {
+  int code = 0;
+  std::string message;
+  bool retryable = false;  // a rank failed (rather than the launcher or the user)
+};
+
+bool parseMaster(const std::string& m, std::string& host, int& port, std::string& err) {
+  size_t colon = m.rfind(':');
+  std::string h = colon == std::string::npos ? "" : m.substr(0, colon);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  std::string p = colon == std::string::npos ? "" : m.substr(colon + 1);
+  auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
+  if (h.empty() || p.empty() || ec != std::errc() || end != p.data() + p.size() || port < 0 || port > 65535) {
+    err = "--master must be HOST:PORT (port 0 picks a free one on one node), not '" + m + "'";
+    return false;
+  }
+  host = h;
+  return true;
+}
+
+std::string hostName() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof name - 1) == 0 ? name : "?";
+}
+
+// "after step 12", "before finishing a step", or why the store could not say.
+std::string lastStep(const Plan& p, int rank) {
+  comm::Status s;
+  auto store = comm::connectTcpStore(p.host, p.port, p.token, kStepLookupTimeout, s);
+  if (!s.ok) return "(its last step is unknown: " + s.message + ")";
+  std::vector<uint8_t> v;
+  if (!store->get(stepKey(rank), v, std::chrono::milliseconds(0)).ok) return "before finishing a step";
+  return "after step " + std::string(v.begin(), v.end());
+}
+
+std::string describeFailure(const Plan& p, const Child& c) {
+  std::string who = "rank " + std::to_string(c.rank);
+  if (p.nnodes > 1) who += " (local rank " + std::to_string(c.local_rank) + " on " + hostName() + ")";
+  std::string s = who + " (pid " + std::to_string(c.pid) + ") " + describeWaitStatus(c.wait_status) + " " +
+                  lastStep(p, c.rank);
+  if (WIFSIGNALED(c.wait_status) && WTERMSIG(c.wait_status) == SIGKILL)
+    s += "; a SIGKILL nobody sent is often the kernel's out-of-memory killer (see dmesg)";
+  if (p.nproc * p.nnodes > 1) s += "; the other ranks were stopped";
+  return s;
+}
+
+int exitCode(int wait_status) {
+  if (WIFEXITED(wait_status)) return std::clamp(WEXITSTATUS(wait_status), 1, 255);
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return 1;
+}
+
+std::vector<std::string> rankEnvironment(const Plan& p, const Child& c, int restart) {
+  return childEnvironment({
+      {"RANK", std::to_string(c.rank)},
+      {"LOCAL_RANK", std::to_string(c.local_rank)},
+      {"WORLD_SIZE", std::to_string(p.nproc * p.nnodes)},
+      {"LOCAL_WORLD_SIZE", std::to_string(p.nproc)},
+      {"MASTER_ADDR", p.host},
+      {"MASTER_PORT", std::to_string(p.port)},
+      {kEnvToken, p.token},
+      {kEnvLaunched, "1"},
+      {kEnvRestartCount, std::to_string(restart)},
+      {kEnvJoinTimeout, std::to_string(p.join_timeout.count())},
+  });
+}
+
+Outcome runGeneration(const Plan& p, int restart, SignalCatcher& signals) {
+  std::vector<Child> children(p.nproc);
+  auto signalAll = [&](int sig) {
+    for (Child& c : children)
+      if (c.pid > 0 && !c.exited) ::kill(-c.pid, sig);
+  };
+  for (int i = 0; i < p.nproc; ++i) {
+    Child& c = children[i];
+    c.local_rank = i;
+    c.rank = p.node_rank * p.nproc + i;
+    SpawnRequest req{p.exe, p.argv, rankEnvironment(p, c, restart), c.rank != 0};
+    std::string err;
+    if (!spawnChild(req, c, err)) {
+      signalAll(SIGKILL);
+      for (Child& started : children) {
+        if (started.pid <= 0) continue;
+        int ignored;
+        ::waitpid(started.pid, &ignored, 0);
+        for (int fd : {started.out_fd, started.err_fd})
+          if (fd >= 0) ::close(fd);
+      }
+      return {1, "cannot start rank " + std::to_string(c.rank) + ": " + err, false};
+    }
+  }
+
+  std::optional<size_t> failed;
+  int interrupted_by = 0;
+  bool stopping = false, killed = false;
+  Clock::time_point kill_at = Clock::time_point::max(), drain_until = Clock::time_point::max();
+  std::vector<pollfd> fds;
+  for (;;) {
+    bool all_exited = std::all_of(children.begin(), children.end(), [](const Child& c) { return c.exited; });
+    bool pipes_open = std::any_of(children.begin(), children.end(),
+                                  [](const Child& c) { return c.out_fd >= 0 || c.err_fd >= 0; });
+    if (all_exited && (!pipes_open || Clock::now() >= drain_until)) break;
+
+    fds.assign({{signals.fd(), POLLIN, 0}});
+    for (const Child& c : children)
+      for (int fd : {c.out_fd, c.err_fd})
+        if (fd >= 0) fds.push_back({fd, POLLIN, 0});
+    ::poll(fds.data(), fds.size(), kPollMillis);
+
+    for (int sig; (sig = signals.take()) != 0;) {
+      if (interrupted_by == 0) {
+        interrupted_by = sig;
+        stopping = true;
+        signalAll(sig);
+      } else if (!killed) {
+        signalAll(SIGKILL);
+        killed = true;
+      }
+    }
+    for (Child& c : children) {
+      std::string prefix = "[rank " + std::to_string(c.rank) + "] ";
+      if (c.out_fd >= 0) relayLines(c.out_fd, c.out_partial, 1, prefix);
+      if (c.err_fd >= 0) relayLines(c.err_fd, c.err_partial, 2, prefix);
+    }
+    for (size_t i = 0; i < children.size(); ++i) {
+      Child& c = children[i];
+      if (c.exited) continue;
+      int st = 0;
+      pid_t r = ::waitpid(c.pid, &st, WNOHANG);
+      if (r != c.pid) continue;
+      c.exited = true;
+      c.wait_status = st;
+      bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+      if (!ok && !stopping) {
+        failed = i;
+        stopping = true;
+        signalAll(SIGTERM);
+        kill_at = Clock::now() + p.stop_grace;
+      }
+    }
+    Clock::time_point now = Clock::now();
+    if (drain_until == Clock::time_point::max() &&
+        std::all_of(children.begin(), children.end(), [](const Child& c) { return c.exited; }))
+      drain_until = now + kDrainWindow;
+    if (!killed && now >= kill_at) {
+      signalAll(SIGKILL);
+      killed = true;
+    }
+  }
+  for (Child& c : children)
+    for (int* fd : {&c.out_fd, &c.err_fd})
+      if (*fd >= 0) ::close(*fd), *fd = -1;
+
+  if (interrupted_by != 0)
+    return {128 + interrupted_by, "interrupted by " + signalName(interrupted_by) + "; every rank was stopped", false};
+  if (failed) {
+    const Child& c = children[*failed];
+    return {exitCode(c.wait_status), describeFailure(p, c), true};
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string randomJobToken() {
+  unsigned char buf[16];
+  size_t got = 0;
+  while (got < sizeof buf) {
+    ssize_t n = ::getrandom(buf + got, sizeof buf - got, 0);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+    } else if (n < 0 && errno != EINTR) {
+      std::FILE* f = std::fopen("/dev/urandom", "rb");
+      bool ok = f != nullptr && std::fread(buf, 1, sizeof buf, f) == sizeof buf;
+      if (f != nullptr) std::fclose(f);
+      if (!ok) return "";
+      got = sizeof buf;
+    }
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : buf) {
+    token += kHex[b >> 4];
+    token += kHex[b & 15];
+  }
+  return token;
+}
+
+int launch(const LaunchOptions& o, std::string& err) {
+  Plan p;
+  p.argv = o.argv;
+  p.nproc = o.nproc;
+  p.nnodes = o.nnodes;
+  p.node_rank = o.node_rank;
+  p.join_timeout = o.join_timeout;
+  p.stop_grace = o.stop_grace;
+  if (o.argv.empty()) {
+    err = "no command for the ranks to run";
+    return 2;
+  }
+  if (o.nproc < 1 || o.nnodes < 1) {
+    err = o.nproc < 1 ? "--nproc must be at least 1, not " + std::to_string(o.nproc)
+                      : "--nnodes must be at least 1, not " + std::to_string(o.nnodes);
+    return 2;
+  }
+  if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
+    err = "--node-rank " + std::to_string(o.node_rank) + " is not a node of --nnodes " + std::to_string(o.nnodes) +
+          " (0 to " + std::to_string(o.nnodes - 1) + ")";
+    return 2;
+  }
+  if (!parseMaster(o.master, p.host, p.port, err)) return 2;
+  if (o.nnodes > 1 && p.port == 0) {
+    err = "--nnodes " + std::to_string(o.nnodes) + " needs a fixed port in --master (not " + o.master +
+          "): every node must know where the store listens";
+    return 2;
+  }
+  if (o.max_restarts < 0 || (o.nnodes > 1 && o.max_restarts > 0)) {
+    err = o.max_restarts < 0 ? "--max-restarts must be at least 0"
+                             : "--max-restarts needs --nnodes 1: restarting ranks across nodes is not supported yet";
+    return 2;
+  }
+  if (o.join_timeout.count() <= 0) {
+    err = "the join timeout must be positive";
+    return 2;
+  }
+  p.token = o.token;
+  if (const char* t = std::getenv(kEnvToken); p.token.empty() && t != nullptr) p.token = t;
+  if (p.token.empty() && o.nnodes > 1) {
+    err = "--nnodes " + std::to_string(o.nnodes) + " needs " + kEnvToken +
+          " set to the same secret on every node, e.g. export " + kEnvToken +
+          "=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n')";
+    return 2;
+  }
+  if (p.token.empty()) p.token = randomJobToken();
+  if (p.token.empty()) {
+    err = "cannot make a job token: no randomness from getrandom() or /dev/urandom";
+    return 1;
+  }
+  if (!findExecutable(o.argv[0], p.exe, err)) return 1;
+
+  SignalCatcher signals;
+  if (!signals.install(err)) return 1;
+  std::unique_ptr<comm::TcpStoreServer> server;
+  if (o.node_rank == 0) {
+    comm::Status s;
+    server = comm::TcpStoreServer::start(storeBindHost(p.host), p.port, p.token, s);
+    if (!s.ok) {
+      err = "cannot start the job's store: " + s.message;
+      return 1;
+    }
+    p.port = server->port();
+  }
+  for (int attempt = 0;; ++attempt) {
+    Outcome out = runGeneration(p, attempt, signals);
+    if (out.code == 0) return 0;
+    if (!out.retryable || attempt >= o.max_restarts) {
+      err = out.message;
+      return out.code;
+    }
+    std::fprintf(stderr, "dtl: %s; restarting every rank (restart %d of %d)\n", out.message.c_str(), attempt + 1,
+                 o.max_restarts);
+    server->reset();
+  }
+}
+
+}  // namespace dtl::rt::launch
