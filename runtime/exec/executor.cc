@@ -43,6 +43,24 @@ Executor::Executor(const ir::Graph& g, Backend& backend) : graph_(g), backend_(b
   };
   keep(g.loss);
   for (const auto& [name, id] : g.metrics) keep(id);
+  // Evaluation runs the forward pass and the collectives that make the loss
+  // and metrics global.
+  std::vector<int> reads = {g.loss};
+  for (const auto& [name, id] : g.metrics) reads.push_back(id);
+  for (int id : reads)
+    for (; id >= g.forward_end && id >= 0; id = g.nodes[static_cast<size_t>(id)].inputs.empty() ? -1 : g.nodes[static_cast<size_t>(id)].inputs[0])
+      forward_extra_.push_back(id);
+  std::sort(forward_extra_.begin(), forward_extra_.end());
+  forward_extra_.erase(std::unique(forward_extra_.begin(), forward_extra_.end()), forward_extra_.end());
+  for (int id : forward_extra_)
+    for (int in : g.nodes[static_cast<size_t>(id)].inputs) last_use_fwd_[in] = std::max(last_use_fwd_[in], id);
+  for (const ir::Bucket& b : g.buckets) {
+    int64_t offset = 0;
+    for (int m : b.members) {
+      member_slot_[m] = {b.id, offset};
+      offset += g.nodes[static_cast<size_t>(m)].shape.elements().value_or(0);
+    }
+  }
   for (const auto& [path, id] : g.grads) {
     keep(id);
     grad_node_[path] = id;
@@ -90,8 +108,18 @@ KernelStatus Executor::run(bool with_backward, const RunContext& ctx) {
   for (size_t i = 0; i < owned_.size(); ++i) release(static_cast<int>(i));
   const std::vector<int>& last = with_backward ? last_use_all_ : last_use_fwd_;
   int end = with_backward ? static_cast<int>(graph_.nodes.size()) : graph_.forward_end;
+  buckets_.clear();
+  buckets_.resize(with_backward ? graph_.buckets.size() : 0);
+  bucket_events_.clear();
   std::vector<const TensorView*> ins;
-  for (int id = 0; id < end; ++id) {
+  size_t extra = 0;
+  for (int id = 0; id < static_cast<int>(graph_.nodes.size()); ++id) {
+    if (id >= end) {
+      // Forward-only: just the loss and metric conversions after the forward pass.
+      while (extra < forward_extra_.size() && forward_extra_[extra] < id) ++extra;
+      if (extra >= forward_extra_.size()) break;
+      id = forward_extra_[extra];
+    }
     const ir::Node& n = graph_.nodes[static_cast<size_t>(id)];
     if (n.op == ir::Op::Update) continue;
     TensorView& v = views_[static_cast<size_t>(id)];
@@ -114,6 +142,10 @@ KernelStatus Executor::run(bool with_backward, const RunContext& ctx) {
       const TensorView& src = views_[static_cast<size_t>(n.inputs[0])];
       int64_t offset = n.op == ir::Op::Slice ? n.index * v.elements : 0;
       v.data = static_cast<uint32_t*>(src.data) + offset;
+    } else if (n.op == ir::Op::AllReduce || n.op == ir::Op::AllGather || n.op == ir::Op::ReduceScatter) {
+      v.data = allocate(id, v.elements);
+      KernelStatus s = collective(n, v);
+      if (!s.ok) return s;
     } else {
       v.data = allocate(id, v.elements);
       ins.clear();
@@ -123,8 +155,67 @@ KernelStatus Executor::run(bool with_backward, const RunContext& ctx) {
     }
     for (int in : n.inputs)
       if (last[in] == id) release(in);
+    if (!buckets_.empty()) launchBuckets(id, end);
   }
+  for (BucketRun& b : buckets_)
+    if (b.work && !b.waited) b.work->wait();
   return {};
+}
+
+void Executor::launchBuckets(int after_node, int end) {
+  for (const ir::Bucket& b : graph_.buckets) {
+    if (b.start_after != after_node) continue;
+    BucketRun& run = buckets_[static_cast<size_t>(b.id)];
+    int64_t total = 0;
+    for (int m : b.members) total += graph_.nodes[static_cast<size_t>(m)].shape.elements().value_or(0);
+    run.flat.resize(static_cast<size_t>(total));
+    for (int m : b.members) {
+      const TensorView& src = views_[static_cast<size_t>(graph_.nodes[static_cast<size_t>(m)].inputs[0])];
+      std::memcpy(run.flat.data() + member_slot_[m].second, src.data, static_cast<size_t>(src.elements) * 4);
+    }
+    auto c = comms_.find(b.axis);
+    if (c != comms_.end() && c->second) run.work = c->second->allReduce(run.flat.data(), total);
+    bucket_events_.push_back({b.id, after_node, end - after_node - 1});
+  }
+}
+
+KernelStatus Executor::collective(const ir::Node& n, TensorView& out) {
+  const TensorView& in = views_[static_cast<size_t>(n.inputs[0])];
+  auto c = comms_.find(n.name);
+  comm::Communicator* comm = c == comms_.end() ? nullptr : c->second;
+  auto slot = member_slot_.find(n.id);
+  if (n.op == ir::Op::AllReduce && slot != member_slot_.end() && !buckets_.empty()) {
+    BucketRun& b = buckets_[static_cast<size_t>(slot->second.first)];
+    if (b.work && !b.waited) {
+      comm::Status s = b.work->wait();
+      b.waited = true;
+      if (!s.ok) return {false, "all-reduce of bucket " + std::to_string(slot->second.first) + " over `" + n.name + "`: " + s.message};
+    }
+    if (b.flat.empty()) {  // never launched (no communicator): a copy
+      std::memcpy(out.data, in.data, static_cast<size_t>(out.elements) * 4);
+    } else {
+      std::memcpy(out.data, b.flat.data() + slot->second.second, static_cast<size_t>(out.elements) * 4);
+    }
+    return {};
+  }
+  if (n.op == ir::Op::AllReduce) {
+    std::memcpy(out.data, in.data, static_cast<size_t>(out.elements) * 4);
+    if (!comm) return {};
+    comm::Status s = comm->allReduce(out.f(), out.elements)->wait();
+    if (!s.ok) return {false, "all-reduce over `" + n.name + "`: " + s.message};
+    return {};
+  }
+  if (!comm) {
+    std::memcpy(out.data, in.data, static_cast<size_t>(std::min(in.elements, out.elements)) * 4);
+    return {};
+  }
+  if (n.op == ir::Op::AllGather && !n.names.empty() && in.shape.find(n.names[0]) == 0) {
+    // Gathering the leading dim is a concatenation of the ranks' blocks.
+    comm::Status s = comm->allGather(in.f(), out.f(), in.elements)->wait();
+    if (!s.ok) return {false, "all-gather over `" + n.name + "`: " + s.message};
+    return {};
+  }
+  return {false, std::string(ir::opName(n.op)) + " over `" + n.name + "` of a non-leading dim is not built yet"};
 }
 
 float Executor::value(int node) const {

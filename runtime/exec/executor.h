@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/comm/communicator.h"
 #include "runtime/exec/backend.h"
 
 namespace dtl::rt {
@@ -18,6 +19,19 @@ namespace dtl::rt {
 class Executor {
  public:
   Executor(const ir::Graph& graph, Backend& backend);
+
+  // The process group of a mesh axis; collectives on an axis without one
+  // (a one-rank run) are copies.
+  void setCommunicator(const std::string& axis, comm::Communicator* c) { comms_[axis] = c; }
+
+  // When each gradient bucket was launched, in node order: the proof that
+  // communication overlaps the backward pass.
+  struct BucketEvent {
+    int bucket;
+    int after_node;  // the node that had just run
+    int64_t nodes_left;  // nodes of the step still to run at launch
+  };
+  const std::vector<BucketEvent>& bucketEvents() const { return bucket_events_; }
 
   // Storage of a parameter (its full, stacked shape), owned by the caller.
   void bindParam(const std::string& path, float* data);
@@ -39,6 +53,8 @@ class Executor {
     std::vector<uint32_t> words;  // f32 and i32 are both one 4-byte word
   };
   void* allocate(int node, int64_t elements);
+  KernelStatus collective(const ir::Node& n, TensorView& out);
+  void launchBuckets(int after_node, int end);
   void release(int node);
 
   const ir::Graph& graph_;
@@ -51,6 +67,16 @@ class Executor {
   std::vector<int> last_use_fwd_, last_use_all_;   // per node: last consumer, or a large value to keep
   std::map<std::string, int> grad_node_;
   int64_t live_bytes_ = 0, peak_bytes_ = 0;
+  std::map<std::string, comm::Communicator*> comms_;
+  struct BucketRun {
+    std::vector<float> flat;
+    std::unique_ptr<comm::Work> work;
+    bool waited = false;
+  };
+  std::vector<BucketRun> buckets_;
+  std::map<int, std::pair<int, int64_t>> member_slot_;  // AllReduce node → (bucket, offset)
+  std::vector<BucketEvent> bucket_events_;
+  std::vector<int> forward_extra_;  // conversions of the loss and metrics past forward_end
 };
 
 }  // namespace dtl::rt
