@@ -11,6 +11,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -51,22 +52,40 @@ def busy_processes(limit=4):
 WARNINGS = []
 
 
-def run(cmd, cwd=None, env=None, timeout=None, check=True):
+LAST_MAXRSS_MB = [None]  # peak resident memory of the last run(..., rss=True), MiB
+
+
+def run(cmd, cwd=None, env=None, timeout=None, check=True, rss=False):
     """Runs cmd; returns (wall seconds, CompletedProcess). Exits on failure
-    unless check is False (then the caller looks at returncode)."""
+    unless check is False (then the caller looks at returncode). With rss,
+    the command runs under /usr/bin/time and its peak RSS lands in
+    LAST_MAXRSS_MB[0]."""
+    LAST_MAXRSS_MB[0] = None
+    rss_file = None
+    if rss and os.access('/usr/bin/time', os.X_OK):
+        fd, rss_file = tempfile.mkstemp(prefix='dtl_bench_rss_')
+        os.close(fd)
+        cmd = ['/usr/bin/time', '-f', '%M', '-o', rss_file] + list(cmd)
     t0 = time.perf_counter()
     r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - t0
+    if rss_file:
+        try:
+            with open(rss_file) as f:
+                LAST_MAXRSS_MB[0] = int(f.read().strip().splitlines()[-1]) / 1024
+        except (ValueError, IndexError):
+            pass
+        os.remove(rss_file)
     if r.returncode != 0 and check:
         sys.stderr.write('$ %s\n%s%s' % (' '.join(cmd), r.stdout[-4000:], r.stderr[-4000:]))
         sys.exit('command failed with status %d' % r.returncode)
     return wall, r
 
 
-def run_dtlc(cmd, metrics, want_steps, cwd=None):
+def run_dtlc(cmd, metrics, want_steps, cwd=None, rss=False, env=None):
     """Runs a `dtlc run`; a non-zero exit after every step's metrics line was
     written (e.g. a crash at exit) is reported as a warning, not a failure."""
-    wall, r = run(cmd, cwd=cwd, check=False)
+    wall, r = run(cmd, cwd=cwd, check=False, rss=rss, env=env)
     if r.returncode != 0:
         steps = read_metrics(metrics)[0] if os.path.exists(metrics) else {}
         if len(steps) < want_steps:
@@ -199,8 +218,10 @@ def openblas_dir(arg=None):
     return None
 
 
-def torch_configs(openblas, threads=(1, 2), system_blas=True):
-    """[(key, label, threads, env)] of the PyTorch runs to make."""
+def torch_configs(openblas, threads=(1, 2), system_blas=False):
+    """[(key, label, threads, env)] of the PyTorch runs to make: on OpenBLAS
+    when a folder was found, on the system's BLAS when asked or when there is
+    no OpenBLAS."""
     out = []
     blases = ([('sys', 'system BLAS', None)] if system_blas or not openblas else []) + \
         ([('ob', 'OpenBLAS', openblas)] if openblas else [])
@@ -211,6 +232,39 @@ def torch_configs(openblas, threads=(1, 2), system_blas=True):
                 env['LD_LIBRARY_PATH'] = d + (':' + env['LD_LIBRARY_PATH'] if env.get('LD_LIBRARY_PATH') else '')
             out.append(('torch_%s_%d' % (bk, t), 'PyTorch %s, %d thread%s' % (bl, t, '' if t == 1 else 's'), t, env))
     return out
+
+
+def dtl_configs(passive):
+    """[(key, label, env)] of the dtl runs: dtl as a user runs it, and with
+    --dtl-passive also with OMP_WAIT_POLICY=passive (a diagnostic of the
+    spinning OpenMP threads of the GEMMs; never used for the ratio)."""
+    out = [('dtl', 'dtl', None)]
+    if passive:
+        env = dict(os.environ)
+        env['OMP_WAIT_POLICY'] = 'passive'
+        out.append(('dtl_passive', 'dtl, OMP_WAIT_POLICY=passive (diag.)', env))
+    return out
+
+
+def describe_peer(openblas, system_blas):
+    """Lines saying which BLAS PyTorch gets, with the system BLAS's SGEMM
+    rate (a quick probe in a separate process)."""
+    code = ('import sys; sys.path.insert(0, %r); import bench_common as bc, torch; torch.set_num_threads(1); '
+            'print("%%s %%.1f" %% bc.torch_blas_info())' % HERE)
+    try:
+        out = subprocess.run(['/usr/bin/python3', '-c', code], capture_output=True, text=True,
+                             timeout=120).stdout.split()
+        lib, gf = out[0], float(out[1])
+    except Exception:  # pragma: no cover
+        lib, gf = '?', 0.0
+    lines = ['PyTorch: system BLAS %s: 1024^3 SGEMM %.1f GFLOP/s (1 thread)%s' % (
+        lib, gf, '' if system_blas or not openblas else '; not run (--system-blas runs it)')]
+    if openblas:
+        lines.append('PyTorch: OpenBLAS from %s (LD_LIBRARY_PATH of the PyTorch processes only)' % openblas)
+    elif gf < 10:
+        lines.append('WARNING: no OpenBLAS found and the system BLAS is slow: PyTorch here is far weaker than the '
+                     'peer of measured.md, so the ratios flatter dtl (see bench/README.md, "The PyTorch peer")')
+    return lines
 
 
 def torch_blas_info(threads=1):

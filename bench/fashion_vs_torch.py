@@ -2,7 +2,8 @@
 """Benchmark (not a test): the Fashion-MNIST sample for N epochs, dtl vs PyTorch.
 
   /usr/bin/python3 bench/fashion_vs_torch.py [--rounds 2] [--epochs 4] [--threads 1,2]
-                                              [--openblas DIR] [--dtlc PATH] [--json OUT]
+                                              [--openblas DIR] [--system-blas] [--dtlc PATH]
+                                              [--json OUT]
 
 dtl: samples/fashion_mnist_mlp.dtl (784-512-512-10, relu, AdamW lr 1e-3
 weight_decay 0.01, cosine schedule with warm-up 100 to min_lr 1e-5, batch 128,
@@ -21,6 +22,10 @@ dropped; after every epoch the test set is evaluated as dtl does (batches of
 128, the last short batch dropped: 9,984 images) and a checkpoint (model +
 optimiser state) is saved with torch.save — the same work as the spec's
 `eval every 1 epoch` and `checkpoint ... every 1 epoch`.
+
+PyTorch runs with each thread count of --threads, on OpenBLAS when a folder
+with one is found, else (or also, with --system-blas) on the system's BLAS
+(see bench_common.py).
 
 Both are timed as whole processes (wall clock, start-up and data loading
 included), interleaved round by round. Reports the best and median wall time
@@ -127,8 +132,10 @@ def main():
     ap.add_argument('--epochs', type=int, default=4)
     ap.add_argument('--threads', default='1,2', help='PyTorch thread counts to run, comma-separated')
     ap.add_argument('--openblas', default=None, help='a folder with an OpenBLAS libblas.so.3 for PyTorch')
-    ap.add_argument('--no-system-blas', action='store_true',
-                    help='with an OpenBLAS folder, skip PyTorch on the system BLAS')
+    ap.add_argument('--system-blas', action='store_true',
+                    help='also run PyTorch on the system BLAS when an OpenBLAS folder is found')
+    ap.add_argument('--dtl-passive', action='store_true',
+                    help='also run dtl with OMP_WAIT_POLICY=passive (a diagnostic, not in the ratio)')
     ap.add_argument('--dtlc', default=None)
     ap.add_argument('--json', default=None)
     ap.add_argument('--torch-worker', type=int, default=None, help=argparse.SUPPRESS)
@@ -139,11 +146,15 @@ def main():
 
     dtlc = bc.dtlc_path(args.dtlc)
     threads = tuple(int(t) for t in args.threads.split(','))
-    cfgs = bc.torch_configs(bc.openblas_dir(args.openblas), threads=threads, system_blas=not args.no_system_blas)
+    ob = bc.openblas_dir(args.openblas)
+    cfgs = bc.torch_configs(ob, threads=threads, system_blas=args.system_blas)
+    peer = bc.describe_peer(ob, args.system_blas)
     print('fashion_vs_torch: samples/fashion_mnist_mlp.dtl for %d epochs (%d steps of batch %d), %d rounds'
           % (args.epochs, args.epochs * (60000 // BATCH), BATCH, args.rounds))
+    print('\n'.join(peer))
     print('load before: %s   (busy: %s)' % (bc.loadavg(), bc.busy_processes() or '-'))
-    names = [('dtl', 'dtl')] + [(c[0], c[1]) for c in cfgs]
+    dcfgs = bc.dtl_configs(args.dtl_passive)
+    names = [(c[0], c[1]) for c in dcfgs] + [(c[0], c[1]) for c in cfgs]
     wall = {k: [] for k, _ in names}
     acc = {k: [] for k, _ in names}
     loads = [bc.loadavg()]
@@ -151,19 +162,20 @@ def main():
         spec = os.path.join(tmp, 'fashion_mnist_mlp.dtl')
         shutil.copyfile(SAMPLE, spec)
         for r in range(args.rounds):
-            jobs = ['dtl'] + cfgs
+            jobs = dcfgs + cfgs
             k = r % len(jobs)
             for job in jobs[k:] + jobs[:k]:
-                if job == 'dtl':
+                if len(job) == 3:
                     metrics = os.path.join(tmp, 'metrics.jsonl')
                     if os.path.exists(metrics):
                         os.remove(metrics)
                     shutil.rmtree(os.path.join(tmp, 'runs'), ignore_errors=True)
                     w, _ = bc.run_dtlc([dtlc, 'run', spec, '--set', 'train.epochs=%d' % args.epochs,
-                                        '--metrics', metrics], metrics, args.epochs * (60000 // BATCH), cwd=tmp)
+                                        '--metrics', metrics], metrics, args.epochs * (60000 // BATCH), cwd=tmp,
+                                       env=job[2])
                     _, evals = bc.read_metrics(metrics)
-                    wall['dtl'].append(w)
-                    acc['dtl'].append(evals[-1]['eval_accuracy'])
+                    wall[job[0]].append(w)
+                    acc[job[0]].append(evals[-1]['eval_accuracy'])
                 else:
                     key, label, t, env = job
                     w, out = bc.run(['/usr/bin/python3', os.path.abspath(__file__), '--torch-worker', str(t),
@@ -188,6 +200,9 @@ def main():
         print('%-34s %9.1f %9.1f   %-22s %s' % (label, best[k], med[k], bc.fmt_list(wall[k], '%.1f'),
                                                 bc.fmt_list(acc[k], '%.4f')))
     print('best PyTorch: %s' % dict(names)[best_tk])
+    if 'dtl_passive' in wall:
+        print('diagnostic: dtl with OMP_WAIT_POLICY=passive %.1f s (best) = %.2fx faster than dtl as run, %.2fx '
+              'PyTorch' % (best['dtl_passive'], best['dtl'] / best['dtl_passive'], best[best_tk] / best['dtl_passive']))
     print('ratio PyTorch / dtl wall time (dtl is this many times faster): %.2fx (best of each), %.2fx (median)'
           % (ratio_best, ratio_med))
     print('final test accuracy (9,984 test images, last round): dtl %.4f, best PyTorch config %.4f'
@@ -197,7 +212,7 @@ def main():
         'name': 'fashion_vs_torch', 'unit': 's (wall, %d epochs)' % args.epochs, 'higher_is_better': False,
         'dtl': best['dtl'], 'torch': best[best_tk], 'torch_config': dict(names)[best_tk],
         'ratio': ratio_best, 'ratio_median': ratio_med, 'rounds': wall, 'accuracy': acc,
-        'labels': dict(names), 'loads': loads, 'warnings': bc.WARNINGS})
+        'labels': dict(names), 'loads': loads, 'peer': peer, 'warnings': bc.WARNINGS})
 
 
 if __name__ == '__main__':

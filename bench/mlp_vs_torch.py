@@ -2,7 +2,8 @@
 """Benchmark (not a test): MLP 784-1024-1024-10 training steps, dtl vs PyTorch.
 
   /usr/bin/python3 bench/mlp_vs_torch.py [--rounds 3] [--steps 60] [--warmup 10]
-                                          [--openblas DIR] [--dtlc PATH] [--json OUT]
+                                          [--openblas DIR] [--system-blas] [--dtlc PATH]
+                                          [--json OUT]
 
 Model: relu MLP 784-1024-1024-10, cross-entropy, batch 256, SGD lr 0.01
 momentum 0.9, f32 (bench/specs/mlp_bench.dtl). dtl trains on
@@ -10,9 +11,10 @@ momentum 0.9, f32 (bench/specs/mlp_bench.dtl). dtl trains on
 once.
 
 Each round runs, as separate processes and in a rotating order: dtl, then
-PyTorch with 1 and with 2 threads (torch.set_num_threads), on the system's
-BLAS and, when an OpenBLAS directory is found, on OpenBLAS too (see
-bench_common.py: Debian's PyTorch uses whatever libblas.so.3 is installed).
+PyTorch with 1 and with 2 threads (torch.set_num_threads), on OpenBLAS when a
+folder with one is found, else (or also, with --system-blas) on the system's
+BLAS (see bench_common.py: Debian's PyTorch uses whatever libblas.so.3 is
+installed, which is the slow netlib reference BLAS when only libblas3 is).
 Both sides time `--steps` steps after `--warmup` warm-up steps:
   - dtl: `dtlc run --steps warmup+steps --metrics FILE`; the step time comes
     from the metrics (t(n) = n * batch / samples_per_s(n), cumulative since
@@ -78,12 +80,12 @@ def run_torch(cfg, warmup, steps):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def run_dtl(dtlc, warmup, steps, tmp):
+def run_dtl(dtlc, warmup, steps, tmp, env=None):
     metrics = os.path.join(tmp, 'mlp_metrics.jsonl')
     if os.path.exists(metrics):
         os.remove(metrics)
     wall, _ = bc.run_dtlc([dtlc, 'run', SPEC, '--steps', str(warmup + steps), '--metrics', metrics],
-                          metrics, warmup + steps, cwd=tmp)
+                          metrics, warmup + steps, cwd=tmp, env=env)
     st, _ = bc.read_metrics(metrics)
     return bc.steady_step_time(st, BATCH, warmup, warmup + steps), wall
 
@@ -94,8 +96,10 @@ def main():
     ap.add_argument('--steps', type=int, default=60)
     ap.add_argument('--warmup', type=int, default=10)
     ap.add_argument('--openblas', default=None, help='a folder with an OpenBLAS libblas.so.3 for PyTorch')
-    ap.add_argument('--no-system-blas', action='store_true',
-                    help='with an OpenBLAS folder, skip PyTorch on the system BLAS')
+    ap.add_argument('--system-blas', action='store_true',
+                    help='also run PyTorch on the system BLAS when an OpenBLAS folder is found')
+    ap.add_argument('--dtl-passive', action='store_true',
+                    help='also run dtl with OMP_WAIT_POLICY=passive (a diagnostic, not in the ratio)')
     ap.add_argument('--dtlc', default=None)
     ap.add_argument('--json', default=None, help='write the results here (for run_all.sh)')
     ap.add_argument('--torch-worker', type=int, default=None, help=argparse.SUPPRESS)
@@ -109,27 +113,32 @@ def main():
     n_fwd = sum(1 for r in rows if r[0] == 'forward')
     n_bwd = len(rows) - n_fwd
     flops = fwd + bwd
-    cfgs = bc.torch_configs(bc.openblas_dir(args.openblas), system_blas=not args.no_system_blas)
+    ob = bc.openblas_dir(args.openblas)
+    cfgs = bc.torch_configs(ob, system_blas=args.system_blas)
+    peer = bc.describe_peer(ob, args.system_blas)
     peak, cpu = bc.cpu_peak_gflops()
 
     print('mlp_vs_torch: MLP 784-1024-1024-10, batch 256, SGD momentum, f32; %d timed steps after %d warm-up, '
           '%d rounds' % (args.steps, args.warmup, args.rounds))
     print('cpu: %s' % cpu)
+    print('\n'.join(peer))
     print('load before: %s   (busy: %s)' % (bc.loadavg(), bc.busy_processes() or '-'))
-    names = [('dtl', 'dtl')] + [(c[0], c[1]) for c in cfgs]
+    dcfgs = bc.dtl_configs(args.dtl_passive)
+    names = [(c[0], c[1]) for c in dcfgs] + [(c[0], c[1]) for c in cfgs]
     res = {k: [] for k, _ in names}
     blas = {}
     walls = []
     loads = [bc.loadavg()]
     with tempfile.TemporaryDirectory(prefix='dtl_bench_mlp_') as tmp:
         for r in range(args.rounds):
-            jobs = ['dtl'] + cfgs
+            jobs = dcfgs + cfgs
             k = r % len(jobs)
             for job in jobs[k:] + jobs[:k]:
-                if job == 'dtl':
-                    s, wall = run_dtl(dtlc, args.warmup, args.steps, tmp)
-                    res['dtl'].append(1.0 / s)
-                    walls.append(wall)
+                if len(job) == 3:
+                    s, wall = run_dtl(dtlc, args.warmup, args.steps, tmp, env=job[2])
+                    res[job[0]].append(1.0 / s)
+                    if job[0] == 'dtl':
+                        walls.append(wall)
                 else:
                     out = run_torch(job, args.warmup, args.steps)
                     res[job[0]].append(1.0 / out['step_s'])
@@ -156,6 +165,9 @@ def main():
         if k.endswith('_1'):
             print('  %s: %s' % (label.rsplit(',', 1)[0], blas.get(k, '?')))
     print('best PyTorch: %s' % dict(names)[best_tk])
+    if 'dtl_passive' in res:
+        print('diagnostic: dtl with OMP_WAIT_POLICY=passive %.2f steps/s (best) = %.2fx dtl as run, %.2fx best PyTorch'
+              % (best['dtl_passive'], best['dtl_passive'] / best['dtl'], best['dtl_passive'] / best[best_tk]))
     print('samples/s (best): dtl %.0f, PyTorch %.0f' % (best['dtl'] * BATCH, best[best_tk] * BATCH))
     print('ratio dtl / best PyTorch: %.2fx (best of each), %.2fx (median of each)   goal >= 4x'
           % (ratio_best, ratio_med))
@@ -175,7 +187,7 @@ def main():
         'dtl': best['dtl'], 'torch': best[best_tk], 'torch_config': dict(names)[best_tk],
         'ratio': ratio_best, 'ratio_median': ratio_med, 'goal': '>= 4x',
         'rounds': res, 'labels': dict(names), 'blas': blas, 'gemm_gflop_per_step': flops / 1e9,
-        'gemm_gflops_best': gflops_best, 'loads': loads, 'warnings': bc.WARNINGS})
+        'gemm_gflops_best': gflops_best, 'loads': loads, 'peer': peer, 'warnings': bc.WARNINGS})
 
 
 if __name__ == '__main__':

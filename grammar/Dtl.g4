@@ -10,10 +10,17 @@
 grammar Dtl;
 
 @lexer::members {
-  // A unit word ends a QUANTITY only when no identifier character follows,
-  // so `3 steps` is a quantity but `3 stepsize` is a number and a name.
-  static bool isUnitContinuation(size_t c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  // A unit word ends a QUANTITY only when no identifier character follows and
+  // it is not the name of a setting: `3 steps` is a quantity, but neither
+  // `3 stepsize` nor `batch = 16 steps = 20` (two settings on one line) is.
+  static bool unitEndsHere(antlr4::CharStream* in) {
+    size_t c = in->LA(1);
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_') return false;
+    for (ssize_t k = 1;; ++k) {
+      size_t d = in->LA(k);
+      if (d == ' ' || d == '\t') continue;
+      return d != '=' || in->LA(k + 1) == '=';
+    }
   }
 }
 
@@ -116,7 +123,7 @@ arg  : (ident '=')? expr ;
 ident : ID | 'over' | 'every' | 'keep' ;
 
 QUANTITY
-  : DIGITS ('.' DIGITS)? EXPONENT? [ \t]* UNIT {!isUnitContinuation(_input->LA(1))}?
+  : DIGITS ('.' DIGITS)? EXPONENT? [ \t]* UNIT {unitEndsHere(_input)}?
   ;
 NUMBER : DIGITS ('.' DIGITS)? EXPONENT? ;
 STRING : '"' (~["\\\r\n] | '\\' .)* '"' ;

@@ -6,9 +6,12 @@
 # 1. Configures and builds fuzz/ into build-fuzz/ with clang-14 and
 #    -fsanitize=fuzzer,address,undefined.
 # 2. Runs every input in fuzz/regressions/ once: each must finish cleanly.
-# 3. Fuzzes for SECONDS seconds on build-fuzz/corpus (kept between runs),
-#    seeded with samples/*.dtl, stdlib/nn.dtl, tests/golden/diagnostics/*.dtl
-#    and the small regression inputs. A crash lands in build-fuzz/artifacts/.
+# 3. Fuzzes for SECONDS seconds on build-fuzz/corpus, seeded with
+#    samples/*.dtl, stdlib/nn.dtl, tests/golden/diagnostics/*.dtl and the
+#    small regression inputs. A crash lands in build-fuzz/artifacts/.
+#    The corpus starts from the seeds each run (at ~10–50 runs a second,
+#    re-reading a grown corpus would eat a short run); FUZZ_KEEP_CORPUS=1
+#    keeps what earlier runs found, for long sessions.
 #
 # The last line is the summary the test harness reads:
 #   fuzz: N passed, M failed
@@ -80,7 +83,9 @@ runOne() {  # FILE LOGDIR BIN
 export -f runOne
 start=$SECONDS
 if ((${#regressions[@]})); then
-  printf '%s\0' "${regressions[@]}" | xargs -0 -P "$jobs" -I{} bash -c 'runOne "$1" "$2" "$3"' _ {} "$logs" "$bin"
+  # Largest first, so the slow ones do not end up last on one worker.
+  mapfile -t by_size < <(ls -S "${regressions[@]}")
+  printf '%s\0' "${by_size[@]}" | xargs -0 -P "$jobs" -I{} bash -c 'runOne "$1" "$2" "$3"' _ {} "$logs" "$bin"
 fi
 for f in "${regressions[@]}"; do
   name=$(basename "$f")
@@ -97,6 +102,7 @@ echo "fuzz: ${#regressions[@]} regression inputs, $failed failed ($((SECONDS - s
 # ---- 2. timed run -------------------------------------------------------
 corpus=$build/corpus
 artifacts=$build/artifacts
+[[ ${FUZZ_KEEP_CORPUS:-0} == 1 ]] || rm -rf "$corpus"
 mkdir -p "$corpus" "$artifacts"
 for f in "$root"/samples/*.dtl "$root"/stdlib/nn.dtl "$root"/tests/golden/diagnostics/*.dtl "${regressions[@]}"; do
   # libFuzzer would truncate longer seeds to -max_len anyway.

@@ -174,7 +174,7 @@ class GlooCommunicator : public Communicator {
     }
     if (missing.empty()) return msg + " (every rank reached it)";
     return msg + "; " + (missing.find(',') == std::string::npos ? "rank " : "ranks ") + missing +
-           " did not reach it within " + formatDuration(o_.timeout);
+           " did not reach it within " + timeoutText(o_.timeout);
   }
 
   // Ring: at step s rank r sends its partial block r-s-1 to r+1 and adds the
@@ -230,7 +230,7 @@ class GlooCommunicator : public Communicator {
       } catch (const std::exception& e) {
         std::string m = e.what();
         if (m.find("Timed out") != std::string::npos)
-          s = Status::error(what + " timed out after " + formatDuration(timeout) + ": rank " +
+          s = Status::error(what + " timed out after " + timeoutText(timeout) + ": rank " +
                             std::to_string(peer) + " did not " + (isSend ? "receive it" : "send"));
         else
           s = Status::error(what + " failed: " + m);

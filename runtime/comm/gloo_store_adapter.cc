@@ -56,9 +56,9 @@ void GlooStoreAdapter::fail(const std::vector<std::string>& keys, std::chrono::m
   std::string msg;
   if (!ranks.empty())
     msg = (ranks.find(',') == std::string::npos ? "rank " : "ranks ") + ranks + " did not join the gloo group '" +
-          prefix_ + "' within " + formatDuration(timeout);
+          prefix_ + "' within " + timeoutText(timeout);
   else if (!others.empty())
-    msg = "gloo rendezvous: keys " + others + " missing after " + formatDuration(timeout);
+    msg = "gloo rendezvous: keys " + others + " missing after " + timeoutText(timeout);
   else
     msg = "gloo rendezvous: " + st.message;
   throw gloo::IoException(msg);

@@ -25,7 +25,7 @@ class MemoryStore : public Store {
   Status get(const std::string& key, std::vector<uint8_t>& value, std::chrono::milliseconds timeout) override {
     std::unique_lock<std::mutex> lock(mu_);
     if (!cv_.wait_for(lock, timeout, [&] { return kv_.count(key) > 0; }))
-      return Status::error("store: key '" + key + "' was not set within " + formatDuration(timeout));
+      return Status::error("store: key '" + key + "' was not set within " + timeoutText(timeout));
     value = kv_[key];
     return {};
   }
@@ -64,7 +64,7 @@ class MemoryStore : public Store {
     std::string missing;
     for (auto& k : keys)
       if (!kv_.count(k)) missing += (missing.empty() ? "'" : ", '") + k + "'";
-    return Status::error("store: keys " + missing + " were not set within " + formatDuration(timeout));
+    return Status::error("store: keys " + missing + " were not set within " + timeoutText(timeout));
   }
 
  private:

@@ -199,7 +199,7 @@ class ShmCommunicator : public Communicator {
           fail(op, Status::error(what + " failed: rank " + std::to_string(peer) + " (pid " + std::to_string(pid) +
                                  ") exited"));
         } else if (now >= op.deadline) {
-          fail(op, Status::error(what + " timed out after " + formatDuration(o_.timeout) + ": rank " +
+          fail(op, Status::error(what + " timed out after " + timeoutText(o_.timeout) + ": rank " +
                                  std::to_string(peer) + (op.kind == ShmOp::kSend ? " did not receive it" : " did not send")));
         } else {
           continue;
@@ -293,7 +293,7 @@ std::unique_ptr<Communicator> makeShmCommunicator(const GroupOptions& o, const S
     status = o.store->get(key, v, o.timeout);
     if (!status.ok)
       status = Status::error("shared memory: rank 0 did not publish the segment of group '" + o.prefix +
-                             "' within " + formatDuration(o.timeout));
+                             "' within " + timeoutText(o.timeout));
     else
       status = ShmSegment::open(name.assign(v.begin(), v.end()), o.size, seg);
   }
@@ -312,7 +312,7 @@ std::unique_ptr<Communicator> makeShmCommunicator(const GroupOptions& o, const S
         missing += (missing.empty() ? "" : ", ") + std::to_string(r);
     }
     status = Status::error("shared memory: " + std::string(missing.find(',') == std::string::npos ? "rank " : "ranks ") +
-                           missing + " did not join group '" + o.prefix + "' within " + formatDuration(o.timeout));
+                           missing + " did not join group '" + o.prefix + "' within " + timeoutText(o.timeout));
   }
   if (o.rank == 0) ShmSegment::unlink(name);
   if (!status.ok) return nullptr;

@@ -40,7 +40,7 @@ Status ShmGroup::allReduce(float* data, int64_t n) {
     int b = phase_++ & 1;
     copyFloats(seg_->staging(rank_, b), data, total);
     if (Status s = phaseBarrier("allReduce", signature(kAllReduce, n), b); !s.ok) return s;
-    for (int j = 0; j < size_; ++j) p[j] = j == rank_ ? data : seg_->staging(j, b);
+    for (int j = 0; j < size_; ++j) p[j] = seg_->staging(j, b);  // not `data`: it is the output
     reduceSum(data, nullptr, p[0], p.data() + 1, size_ - 1, total);
     return {};
   }
@@ -54,7 +54,10 @@ Status ShmGroup::allReduce(float* data, int64_t n) {
     copyFloats(mine + hi, chunk + hi, k - hi);
     Status s = at == 0 ? phaseBarrier("allReduce", signature(kAllReduce, n), b) : barrier("allReduce");
     if (!s.ok) return s;
-    for (int j = 0; j < size_; ++j) p[j] = (j == rank_ ? chunk : seg_->staging(j, b)) + lo;
+    // Own slice first (it is also the output), then the others in rank order.
+    p[0] = chunk + lo;
+    for (int j = 0, at = 1; j < size_; ++j)
+      if (j != rank_) p[at++] = seg_->staging(j, b) + lo;
     reduceSum(chunk + lo, mine + lo, p[0], p.data() + 1, size_ - 1, hi - lo);
     if (s = barrier("allReduce"); !s.ok) return s;
     for (int j = 0; j < size_; ++j) {

@@ -81,7 +81,7 @@ class ShmGroup {
   int rank_, size_;
   std::chrono::milliseconds timeout_;
   size_t chunkFloats_, smallFloats_;
-  std::chrono::microseconds spin_;
+  std::chrono::microseconds spin_, spinBudget_;
   int yields_;
   std::function<bool()> service_, stopping_;
   uint32_t epoch_ = 0;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "runtime/comm/shm_communicator.h"
@@ -76,20 +77,35 @@ ShmGroup::ShmGroup(std::unique_ptr<ShmSegment> seg, int rank, milliseconds timeo
       stopping_(std::move(stopping)) {
   bool oversubscribed = size_ > usableCpus();
   spin_ = microseconds(t.spinMicros >= 0 ? t.spinMicros : (oversubscribed ? 0 : 50));
+  spinBudget_ = spin_;
   yields_ = oversubscribed ? 2 : 8;
   ctl(rank_).pid.store(getpid());
 }
 
+// Spins for up to spinBudget_, yielding now and then so a rank that shares
+// this core can run; then yields a few times; then sleeps on the bell. The
+// budget adapts: a wait that ended while spinning doubles it (up to spin_),
+// one that had to go on halves it, so a loaded machine stops burning cores.
 bool ShmGroup::waitUntil(const std::function<bool()>& ready, Clock::time_point deadline) {
   if (ready()) return true;
-  if (spin_.count() > 0) {
-    auto until = Clock::now() + spin_;
+  if (spinBudget_.count() > 0) {
+    auto start = Clock::now(), until = start + spinBudget_, nextYield = start + microseconds(4);
     for (unsigned i = 1;; ++i) {
-      if (ready()) return true;
+      if (ready()) {
+        spinBudget_ = std::min(spin_, spinBudget_ * 2);
+        return true;
+      }
       if (service_()) continue;
       _mm_pause();
-      if ((i & 127) == 0 && Clock::now() > until) break;
+      if ((i & 63) == 0) {
+        auto now = Clock::now();
+        if (now > until) break;
+        if (now > nextYield) sched_yield(), nextYield = now + microseconds(4);
+      }
     }
+    spinBudget_ /= 2;
+  } else if (spin_.count() > 0) {
+    spinBudget_ = microseconds(1);  // try spinning again next time
   }
   for (int y = 0; y < yields_; ++y) {
     if (ready()) return true;
@@ -114,9 +130,17 @@ void ShmGroup::wakeSelf() {
   ringBell(c);
 }
 
+// Gone, or a zombie its parent has not reaped yet.
 int ShmGroup::exitedPid(int r) const {
   int pid = ctl(r).pid.load();
-  if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) return pid;
+  if (pid <= 0 || pid == getpid()) return 0;
+  if (kill(pid, 0) != 0) return errno == ESRCH ? pid : 0;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  size_t paren = line.rfind(')');
+  if (paren != std::string::npos && paren + 2 < line.size() && (line[paren + 2] == 'Z' || line[paren + 2] == 'X'))
+    return pid;
   return 0;
 }
 
@@ -146,7 +170,7 @@ Status ShmGroup::barrier(const char* op) {
     if (!exited.empty()) return Status::error(what + " failed: " + exited + " exited");
     if (stopping_()) return Status::error(what + " was interrupted: the communicator was destroyed");
     if (Clock::now() >= deadline)
-      return Status::error(what + " timed out after " + formatDuration(timeout_) + ": " + rankList(missing) +
+      return Status::error(what + " timed out after " + timeoutText(timeout_) + ": " + rankList(missing) +
                            " did not arrive");
   }
 }

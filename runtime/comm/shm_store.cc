@@ -63,7 +63,7 @@ class ForkSharedStore : public Store {
 
   Status get(const std::string& key, std::vector<uint8_t>& value, std::chrono::milliseconds timeout) override {
     Lock lock(t_);
-    if (!waitFor({key}, timeout)) return Status::error("store: key '" + key + "' was not set within " + formatDuration(timeout));
+    if (!waitFor({key}, timeout)) return Status::error("store: key '" + key + "' was not set within " + timeoutText(timeout));
     Entry* e = slot(key, false);
     value.assign(e->value, e->value + e->length);
     return {};
@@ -95,7 +95,7 @@ class ForkSharedStore : public Store {
     std::string missing;
     for (auto& k : keys)
       if (!slot(k, false)) missing += (missing.empty() ? "'" : ", '") + k + "'";
-    return Status::error("store: keys " + missing + " were not set within " + formatDuration(timeout));
+    return Status::error("store: keys " + missing + " were not set within " + timeoutText(timeout));
   }
 
  private:

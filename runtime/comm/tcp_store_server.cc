@@ -22,6 +22,7 @@
 #include <cerrno>
 #include <charconv>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -90,6 +91,35 @@ Clock::time_point requestDeadline(const uint8_t* timeout_ms) {
   return wire::deadlineAfter(std::chrono::milliseconds(static_cast<int64_t>(ms)));
 }
 
+// A listening, non-blocking socket on host:port in fd; "" or why not.
+std::string bindListener(const std::string& host, int port, int& fd) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  std::string service = std::to_string(port);
+  if (int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &found); rc != 0)
+    return "cannot resolve '" + host + "': " + gai_strerror(rc);
+  int err = 0;
+  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      err = errno;
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 1024) != 0) {
+      err = errno;
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(found);
+  return fd >= 0 ? "" : wire::errnoText(err);
+}
+
 }  // namespace
 
 struct TcpStoreServer::Impl {
@@ -119,6 +149,7 @@ struct TcpStoreServer::Impl {
   void readSome(Conn& c);
   void consume(uint64_t id, Conn& c);
   void handle(uint64_t id, Conn& c, uint8_t op, std::string key, std::vector<uint8_t> value);
+  void addCounter(Conn& c, const std::string& key, int64_t delta);
   void park(uint64_t id, Conn& c, Pending p);
   void recheck(uint64_t id, Conn& c);
   void notify(const std::string& key);
@@ -191,6 +222,7 @@ void TcpStoreServer::Impl::readSome(Conn& c) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (!c.authed) return fail(c, "it left without presenting the job token");
     c.dead = true;  // EOF or reset: the client left
     return;
   }
@@ -258,29 +290,10 @@ void TcpStoreServer::Impl::handle(uint64_t id, Conn& c, uint8_t op, std::string 
       park(id, c, std::move(p));
       return;
     }
-    case wire::kAdd: {
+    case wire::kAdd:
       if (value.size() != 8) return fail(c, "a malformed add");
-      auto delta = static_cast<int64_t>(wire::getU64(value.data()));
-      std::vector<uint8_t>& slot = data[key];
-      int64_t now = 0, sum = 0;
-      if (!parseCounter(slot, now)) {
-        std::string text = "key '" + key + "' holds a value that is not an integer counter";
-        reply(c, wire::kError, std::vector<uint8_t>(text.begin(), text.end()));
-        return;
-      }
-      if (__builtin_add_overflow(now, delta, &sum)) {
-        std::string text = "counter '" + key + "' would overflow";
-        reply(c, wire::kError, std::vector<uint8_t>(text.begin(), text.end()));
-        return;
-      }
-      std::string digits = std::to_string(sum);
-      slot.assign(digits.begin(), digits.end());
-      std::vector<uint8_t> out;
-      wire::putU64(out, static_cast<uint64_t>(sum));
-      reply(c, wire::kOk, out);
-      notify(key);
+      addCounter(c, key, static_cast<int64_t>(wire::getU64(value.data())));
       return;
-    }
     case wire::kWait: {
       Pending p;
       p.kind = Pending::kWait;
@@ -293,6 +306,20 @@ void TcpStoreServer::Impl::handle(uint64_t id, Conn& c, uint8_t op, std::string 
     default:
       fail(c, "unknown request op " + std::to_string(op));
   }
+}
+
+void TcpStoreServer::Impl::addCounter(Conn& c, const std::string& key, int64_t delta) {
+  auto refuse = [&](const std::string& why) { reply(c, wire::kError, std::vector<uint8_t>(why.begin(), why.end())); };
+  std::vector<uint8_t>& slot = data[key];
+  int64_t now = 0, sum = 0;
+  if (!parseCounter(slot, now)) return refuse("key '" + key + "' holds a value that is not an integer counter");
+  if (__builtin_add_overflow(now, delta, &sum)) return refuse("counter '" + key + "' would overflow");
+  std::string digits = std::to_string(sum);
+  slot.assign(digits.begin(), digits.end());
+  std::vector<uint8_t> out;
+  wire::putU64(out, static_cast<uint64_t>(sum));
+  reply(c, wire::kOk, out);
+  notify(key);
 }
 
 void TcpStoreServer::Impl::park(uint64_t id, Conn& c, Pending p) {
@@ -468,36 +495,10 @@ std::unique_ptr<TcpStoreServer> TcpStoreServer::start(const std::string& bind_ho
     status = Status::error("cannot start the store on " + where + ": not a port number");
     return nullptr;
   }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  std::string service = std::to_string(port);
-  int rc = ::getaddrinfo(bind_host.empty() ? nullptr : bind_host.c_str(), service.c_str(), &hints, &found);
-  if (rc != 0) {
-    status = Status::error("cannot start the store on " + where + ": cannot resolve '" + bind_host +
-                           "': " + gai_strerror(rc));
-    return nullptr;
-  }
-  int fd = -1, err = 0;
-  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
-    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) {
-      err = errno;
-      continue;
-    }
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 1024) != 0) {
-      err = errno;
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ::freeaddrinfo(found);
-  if (fd < 0) {
-    status = Status::error("cannot start the store on " + where + ": " + wire::errnoText(err));
+  int fd = -1;
+  std::string why = bindListener(bind_host, port, fd);
+  if (!why.empty()) {
+    status = Status::error("cannot start the store on " + where + ": " + why);
     return nullptr;
   }
   auto impl = std::make_unique<Impl>();

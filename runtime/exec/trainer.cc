@@ -94,6 +94,8 @@ class Trainer {
     const ir::Graph& g = *c_.graph;
     backend_ = c_.reference_kernels ? makeReferenceBackend() : makeFastBackend();
     exec_ = std::make_unique<Executor>(g, *backend_);
+    for (const auto& [axis, c] : c_.comms) exec_->setCommunicator(axis, c);
+    lead_ = c_.rank == 0;
     for (const ParamSpec& s : c_.params) params_.push_back(Param{&s, initParam(s, c_.seed), {}, {}});
     for (Param& p : params_) {
       exec_->bindParam(p.spec->path, p.value.data());
@@ -112,7 +114,7 @@ class Trainer {
     total_ = c_.steps > 0 ? c_.steps : c_.epochs * steps_per_epoch;
     int64_t start = 0;
     if (!c_.resume_dir.empty() && !resume(start)) return 1;
-    if (!c_.metrics_file.empty()) {
+    if (!c_.metrics_file.empty() && lead_) {
       io::Status s = metrics_.open(c_.metrics_file, start > 0);
       if (!s.ok) {
         err_ += s.message + "\n";
@@ -138,16 +140,17 @@ class Trainer {
       }
       double lr = optim::scheduledLr(c_.schedule, c_.optimizer.lr, step, total_);
       update(opt, step, lr);
-      samples_since += c_.batch * c_.accumulate;
+      samples_since += c_.batch * c_.accumulate * c_.world;
       auto now = std::chrono::steady_clock::now();
       double secs = std::chrono::duration<double>(now - t0).count();
       double rate = secs > 0 ? static_cast<double>(samples_since) / secs : 0;
-      if (metrics_.status().ok && !c_.metrics_file.empty())
+      if (c_.on_step) c_.on_step(step);
+      if (lead_ && metrics_.status().ok && !c_.metrics_file.empty())
         metrics_.write({{"loss", loss}, {"lr", lr}, {"samples_per_s", rate}}, {{"step", step}, {"epoch", epoch}});
       window_loss += loss;
       ++window_steps;
       bool epoch_end = steps_per_epoch > 0 && step % steps_per_epoch == 0;
-      if (due(c_.log_every, step, epoch_end) || (tty_ && step == total_)) {
+      if (lead_ && (due(c_.log_every, step, epoch_end) || (tty_ && step == total_))) {
         std::string line = progress.line(step, window_loss / static_cast<double>(window_steps), rate);
         std::fputs(line.c_str(), stdout);
         std::fflush(stdout);
@@ -157,11 +160,11 @@ class Trainer {
       if (!c_.eval_fields.empty() && (due(c_.eval_every, step, epoch_end) || step == total_)) {
         if (!evaluate(step, epoch)) return 1;
       }
-      if (!c_.checkpoint_dir.empty() && (due(c_.checkpoint_every, step, epoch_end) || step == total_)) {
+      if (lead_ && !c_.checkpoint_dir.empty() && (due(c_.checkpoint_every, step, epoch_end) || step == total_)) {
         if (!checkpoint(step)) return 1;
       }
     }
-    std::fputs(progress.finish().c_str(), stdout);
+    if (lead_) std::fputs(progress.finish().c_str(), stdout);
     return 0;
   }
 
@@ -194,6 +197,8 @@ class Trainer {
     o.batch = c_.batch;
     o.shuffle = c_.shuffle;
     o.seed = c_.seed;
+    o.rank = c_.rank;
+    o.world = c_.world;
     train_loader_ = std::make_unique<data::Loader>(train_, o);
     if (!train_loader_->status().ok) {
       err_ += "train data: " + train_loader_->status().message + "\n";
@@ -265,6 +270,8 @@ class Trainer {
     o.batch = c_.batch;
     o.shuffle = false;
     o.prefetch = 0;
+    o.rank = c_.rank;
+    o.world = c_.world;
     data::Loader loader(eval_, o);
     if (!loader.status().ok) {
       err_ += "eval data: " + loader.status().message + "\n";
@@ -292,6 +299,7 @@ class Trainer {
       fields.emplace_back("eval_" + g.metrics[k].first, metric[k] / static_cast<double>(n));
       line += ", " + g.metrics[k].first + " " + json::number(metric[k] / static_cast<double>(n));
     }
+    if (!lead_) return true;
     if (!c_.metrics_file.empty()) metrics_.write(fields, {{"step", step}, {"epoch", epoch}});
     std::fputs((tty_ ? "\n" + line + "\n" : line + "\n").c_str(), stdout);
     std::fflush(stdout);
@@ -366,6 +374,7 @@ class Trainer {
   std::unique_ptr<data::Loader> train_loader_;
   io::MetricsWriter metrics_;
   int64_t total_ = 0;
+  bool lead_ = true;
 };
 
 }  // namespace

@@ -9,7 +9,10 @@
 #include <string>
 #include <vector>
 
+#include <functional>
+
 #include "core/graph.h"
+#include "runtime/comm/communicator.h"
 #include "runtime/data/loader.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/optim/schedule.h"
@@ -47,6 +50,12 @@ struct TrainConfig {
   std::string init_file, resume_dir, metrics_file;
   bool reference_kernels = false;
   int threads = 1;
+  // Data parallelism: this rank's place on the axis `batch` is split over,
+  // and a communicator per mesh axis. Rank 0 alone logs, evaluates to the
+  // screen, writes metrics and checkpoints; every rank computes.
+  int rank = 0, world = 1;
+  std::map<std::string, comm::Communicator*> comms;
+  std::function<void(int64_t)> on_step;  // after each optimiser step (progress for the launcher)
 };
 
 // Trains; progress and logs to `out`, errors to `err`. Returns the exit

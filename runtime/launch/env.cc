@@ -173,6 +173,31 @@ bool checkConsistent(const RankEnv& env, std::string& err, const std::array<cons
   return err.empty();
 }
 
+// DTL_STORE_PORT moves dtl's store off MASTER_PORT. Recent torchrun keeps
+// its own store on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True); then
+// dtl's defaults to the port after it.
+bool readStorePort(Reader& r, RankEnv& env) {
+  if (const char* p = r.raw(kEnvStorePort)) {
+    if (!r.integer(kEnvStorePort, env.master_port, true, 1)) return false;
+    if (env.master_port > 65535) {
+      r.err = std::string(kEnvStorePort) + "=" + p + " is not a port number (1 to 65535)";
+      return false;
+    }
+    return true;
+  }
+  const char* agent = r.raw("TORCHELASTIC_USE_AGENT_STORE");
+  if (env.source != "torchrun" || agent == nullptr || std::string(agent) != "True") return true;
+  if (env.master_port == 65535) {
+    r.err = "torchrun's own store holds MASTER_PORT=65535, so dtl's store needs another: set DTL_STORE_PORT";
+    return false;
+  }
+  env.master_port += 1;
+  if (!env.note.empty()) env.note += "; ";
+  env.note += "torchrun's own store holds MASTER_PORT=" + std::to_string(env.master_port - 1) +
+              ", so dtl's store uses port " + std::to_string(env.master_port) + " (set DTL_STORE_PORT to choose)";
+  return true;
+}
+
 bool readDtlExtras(Reader& r, RankEnv& env) {
   const char* token = r.raw(kEnvToken);
   if (token == nullptr || *token == '\0') {
@@ -184,6 +209,7 @@ bool readDtlExtras(Reader& r, RankEnv& env) {
   env.token = token;
   const char* launched = r.raw(kEnvLaunched);
   env.launcher_hosts_store = launched != nullptr && std::string(launched) == "1";
+  if (!readStorePort(r, env)) return false;
   if (!r.integer(kEnvRestartCount, env.restart_count, false)) return false;
   if (const char* t = r.raw(kEnvJoinTimeout)) {
     char* end = nullptr;

@@ -14,7 +14,7 @@ namespace dtl::rt::launch {
 struct RankEnv {
   int rank = 0, local_rank = 0, world_size = 1, local_world_size = 1;
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
+  int master_port = 29500;  // the dtl store's port: MASTER_PORT unless DTL_STORE_PORT says otherwise
   std::string token;  // DTL_JOB_TOKEN: every rank presents it to the store
 
   std::string source;                 // "torchrun", "OpenMPI" or "Slurm": whose variables were read
@@ -29,6 +29,8 @@ inline constexpr char kEnvToken[] = "DTL_JOB_TOKEN";
 inline constexpr char kEnvLaunched[] = "DTL_LAUNCHED";
 inline constexpr char kEnvRestartCount[] = "DTL_RESTART_COUNT";
 inline constexpr char kEnvJoinTimeout[] = "DTL_JOIN_TIMEOUT";
+// Optional: the store's port when it is not MASTER_PORT (see rankEnvFrom).
+inline constexpr char kEnvStorePort[] = "DTL_STORE_PORT";
 
 // Reads a variable: its value, or null when unset.
 using EnvLookup = std::function<const char*(const char* name)>;
@@ -41,7 +43,9 @@ bool rankEnvPresent(const EnvLookup& lookup);
 // the problem ("RANK=4 is not below WORLD_SIZE=4"). torchrun's variables win
 // over OpenMPI's, which win over Slurm's. With OpenMPI or Slurm an unset
 // MASTER_ADDR/MASTER_PORT defaults to 127.0.0.1:29500 (with a note) when all
-// ranks share one node, and is an error when they span several.
+// ranks share one node, and is an error when they span several. The store
+// listens on DTL_STORE_PORT when set; under a torchrun whose agent keeps its
+// own store on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True), on the next port.
 bool rankEnvFrom(const EnvLookup& lookup, RankEnv& env, std::string& err);
 bool rankEnvFromEnvironment(RankEnv& env, std::string& err);
 

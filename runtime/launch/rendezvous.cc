@@ -100,9 +100,9 @@ Status joinJob(const RankEnv& env, milliseconds timeout, std::shared_ptr<Store>&
   if (env.rank == 0 && !env.launcher_hosts_store) {
     server = comm::TcpStoreServer::start(storeBindHost(env.master_addr), env.master_port, env.token, s);
     if (!s.ok) {
-      return Status::error("rank 0 cannot host the job's store: " + s.message +
-                           "; is another job (or torchrun's own store) using MASTER_PORT=" +
-                           std::to_string(env.master_port) + "? Choose a free port");
+      return Status::error("rank 0 cannot host the job's store: " + s.message + "; is another job using port " +
+                           std::to_string(env.master_port) + "? Set MASTER_PORT (or " + kEnvStorePort +
+                           ") to a free one");
     }
   }
   std::shared_ptr<Store> client = comm::connectTcpStore(env.master_addr, env.master_port, env.token, timeout, s);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -24,10 +25,17 @@ namespace {
 using namespace std::chrono_literals;
 using Factory = std::function<std::unique_ptr<Communicator>(const GroupOptions&, Status&)>;
 
+constexpr int64_t kLarge = 3 * (1 << 20) + 7;  // all-reduce, broadcast
+constexpr int64_t kLargeBlock = (1 << 18) + 3;  // per-rank block of reduce-scatter, all-gather, all-to-all
+
 struct Backend {
   const char* name;
   Factory make;
+  int64_t large = kLarge, largeBlock = kLargeBlock;
 };
+
+// Test names in ctest show the parameter; keep them stable and readable.
+void PrintTo(const Backend& b, std::ostream* os) { *os << b.name; }
 
 const Backend kGloo{"gloo", [](const GroupOptions& o, Status& s) { return makeGlooCommunicator(o, s); }};
 const Backend kShm{"shm", [](const GroupOptions& o, Status& s) { return makeShmCommunicator(o, s); }};
@@ -38,10 +46,8 @@ const Backend kShmTiny{"shm_tiny_chunks", [](const GroupOptions& o, Status& s) {
                          t.channelBytes = 512;
                          t.smallBytes = 0;
                          return makeShmCommunicator(o, t, s);
-                       }};
-
-constexpr int64_t kLarge = 3 * (1 << 20) + 7;  // all-reduce, broadcast
-constexpr int64_t kLargeBlock = (1 << 18) + 3;  // per-rank block of reduce-scatter, all-gather, all-to-all
+                       },
+                       3 * (1 << 14) + 7, (1 << 12) + 3};
 
 // Small integers, so every sum is exact in float whatever the order.
 float value(int rank, int64_t i) { return float((i * 7 + rank * 13) % 101) - 50.0f; }
@@ -82,12 +88,14 @@ class Collectives : public ::testing::TestWithParam<std::tuple<Backend, int>> {
  protected:
   const Backend& backend() const { return std::get<0>(GetParam()); }
   int size() const { return std::get<1>(GetParam()); }
+  int64_t large() const { return backend().large; }
+  int64_t largeBlock() const { return backend().largeBlock; }
   void run(const std::function<void(Communicator&)>& body) { runRanks(backend(), size(), body); }
 };
 
 TEST_P(Collectives, AllReduce) {
   run([&](Communicator& c) {
-    for (int64_t n : {int64_t(0), int64_t(1), int64_t(1001), kLarge}) {
+    for (int64_t n : {int64_t(0), int64_t(1), int64_t(1001), large()}) {
       std::vector<float> x(n);
       for (int64_t i = 0; i < n; ++i) x[i] = value(c.rank(), i);
       Status s = c.allReduce(x.data(), n)->wait();
@@ -105,7 +113,7 @@ TEST_P(Collectives, AllReduce) {
 TEST_P(Collectives, ReduceScatter) {
   run([&](Communicator& c) {
     const int p = c.size();
-    for (int64_t n : {int64_t(0), int64_t(1), int64_t(1001), kLargeBlock}) {
+    for (int64_t n : {int64_t(0), int64_t(1), int64_t(1001), largeBlock()}) {
       std::vector<float> in(n * p), out(n, -1.0f);
       for (int64_t i = 0; i < n * p; ++i) in[i] = value(c.rank(), i);
       Status s = c.reduceScatter(in.data(), out.data(), n)->wait();
@@ -123,7 +131,7 @@ TEST_P(Collectives, ReduceScatter) {
 TEST_P(Collectives, AllGather) {
   run([&](Communicator& c) {
     const int p = c.size();
-    for (int64_t n : {int64_t(0), int64_t(1), int64_t(1001), kLargeBlock}) {
+    for (int64_t n : {int64_t(0), int64_t(1), int64_t(1001), largeBlock()}) {
       std::vector<float> in(n), out(n * p, -1.0f);
       for (int64_t i = 0; i < n; ++i) in[i] = value(c.rank(), i);
       Status s = c.allGather(in.data(), out.data(), n)->wait();
@@ -136,7 +144,7 @@ TEST_P(Collectives, AllGather) {
 TEST_P(Collectives, BroadcastFromEveryRoot) {
   run([&](Communicator& c) {
     for (int root = 0; root < c.size(); ++root) {
-      for (int64_t n : {int64_t(0), int64_t(1), int64_t(1001), kLarge}) {
+      for (int64_t n : {int64_t(0), int64_t(1), int64_t(1001), large()}) {
         std::vector<float> x(n);
         for (int64_t i = 0; i < n; ++i) x[i] = value(c.rank(), i);
         Status s = c.broadcast(x.data(), n, root)->wait();
@@ -150,7 +158,7 @@ TEST_P(Collectives, BroadcastFromEveryRoot) {
 TEST_P(Collectives, AllToAll) {
   run([&](Communicator& c) {
     const int p = c.size(), me = c.rank();
-    for (int64_t n : {int64_t(0), int64_t(1), int64_t(1001), kLargeBlock}) {
+    for (int64_t n : {int64_t(0), int64_t(1), int64_t(1001), largeBlock()}) {
       std::vector<float> in(n * p), out(n * p, -1.0f);
       for (int64_t i = 0; i < n * p; ++i) in[i] = value(me, i);
       Status s = c.allToAll(in.data(), out.data(), n)->wait();
@@ -354,26 +362,24 @@ TEST(CommScheduling, ShmFourRanksOnOneCoreDoNotLivelock) {
 
 // Forks size-1 children; rank 0 runs in this process. Each child exits with 0
 // if body returned true.
-bool runProcesses(int size, std::chrono::milliseconds timeout,
-                  const std::function<bool(Communicator&)>& body, std::string* rank0Error = nullptr,
-                  const std::function<void(int)>& childBeforeJoin = {}) {
+bool runProcesses(int size, std::chrono::milliseconds timeout, const std::function<bool(Communicator&)>& body) {
   auto store = makeForkSharedStore();
   std::string prefix = uniquePrefix();
   std::vector<pid_t> children;
   for (int r = 1; r < size; ++r) {
     pid_t pid = fork();
     if (pid == 0) {
-      if (childBeforeJoin) childBeforeJoin(r);
       Status s;
       auto c = makeShmCommunicator(GroupOptions{store, prefix, r, size, timeout}, s);
+      if (!s.ok) std::fprintf(stderr, "rank %d: %s\n", r, s.message.c_str());
       _exit(s.ok && body(*c) ? 0 : 1);
     }
     children.push_back(pid);
   }
   Status s;
   auto c = makeShmCommunicator(GroupOptions{store, prefix, 0, size, timeout}, s);
+  if (!s.ok) std::fprintf(stderr, "rank 0: %s\n", s.message.c_str());
   bool ok = s.ok && body(*c);
-  if (!s.ok && rank0Error) *rank0Error = s.message;
   c.reset();
   for (pid_t pid : children) {
     int wstatus = 0;
@@ -406,15 +412,21 @@ TEST(CommProcesses, ForkSharedStoreCrossesFork) {
 
 TEST(CommProcesses, ShmAllReduceAcrossThreeProcesses) {
   bool ok = runProcesses(3, 20s, [](Communicator& c) {
+    auto fail = [&](const std::string& what) {
+      std::fprintf(stderr, "rank %d: %s\n", c.rank(), what.c_str());
+      return false;
+    };
     std::vector<float> x(kLarge);
     for (int64_t i = 0; i < kLarge; ++i) x[i] = value(c.rank(), i);
-    if (!c.allReduce(x.data(), x.size())->wait().ok) return false;
+    if (Status s = c.allReduce(x.data(), x.size())->wait(); !s.ok) return fail(s.message);
     for (int64_t i = 0; i < kLarge; ++i)
-      if (x[i] != value(0, i) + value(1, i) + value(2, i)) return false;
-    std::vector<float> y(1001, float(c.rank()));
-    auto s = c.send(y.data(), y.size(), (c.rank() + 1) % 3, 1);
+      if (x[i] != value(0, i) + value(1, i) + value(2, i)) return fail("wrong sum at " + std::to_string(i));
+    std::vector<float> mine(1001, float(c.rank())), y(1001, -1.0f);
+    auto s = c.send(mine.data(), mine.size(), (c.rank() + 1) % 3, 1);
     auto r = c.recv(y.data(), y.size(), (c.rank() + 2) % 3, 1);
-    return s->wait().ok && r->wait().ok && y[1000] == float((c.rank() + 2) % 3);
+    if (Status st = s->wait(); !st.ok) return fail(st.message);
+    if (Status st = r->wait(); !st.ok) return fail(st.message);
+    return y[1000] == float((c.rank() + 2) % 3) || fail("wrong message");
   });
   EXPECT_TRUE(ok);
 }

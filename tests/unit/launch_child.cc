@@ -9,6 +9,7 @@
 //   --fingerprint-rank R FP      rank R reports fingerprint FP ("same-program" otherwise)
 //   --ignore-term-rank R         rank R ignores SIGTERM
 //   --ready-dir DIR              each rank creates DIR/ready.<r> once checked in
+//   --no-inherited-fds 1         exit 5 when started with any descriptor above 2 open
 // With `--launch N [--grace-ms G] -- ARGS...` it is instead a launcher of N
 // ranks running this program with ARGS (for the signal-forwarding test).
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -53,6 +55,7 @@ int main(int argc, char** argv) {
   int steps = 3, step_ms = 20, at_step = 1, code = 0;
   int kill_rank = -1, exit_rank = -1, fail_once_rank = -1, no_join_rank = -1, fp_rank = -1, ignore_term_rank = -1;
   std::string other_fp, ready_dir;
+  bool check_fds = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     int v = std::atoi(argv[i + 1]);
@@ -66,6 +69,7 @@ int main(int argc, char** argv) {
     else if (flag == "--no-join-rank") no_join_rank = v;
     else if (flag == "--ignore-term-rank") ignore_term_rank = v;
     else if (flag == "--ready-dir") ready_dir = argv[i + 1];
+    else if (flag == "--no-inherited-fds") check_fds = v != 0;
     else if (flag == "--fingerprint-rank" && i + 2 < argc) fp_rank = v, other_fp = argv[i + 2], ++i;
     else {
       std::fprintf(stderr, "launch_child: unknown flag %s\n", flag.c_str());
@@ -73,6 +77,18 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (check_fds) {
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+      int fd = std::atoi(entry.path().filename().c_str());
+      std::error_code ec;
+      auto target = std::filesystem::read_symlink(entry.path(), ec);
+      // The directory listing itself shows up as one more descriptor.
+      if (fd > 2 && target.string().rfind("/proc/", 0) != 0) {
+        std::fprintf(stderr, "launch_child: inherited descriptor %d (%s)\n", fd, target.c_str());
+        return 5;
+      }
+    }
+  }
   launch::RankEnv env;
   std::string err;
   if (!launch::rankEnvFromEnvironment(env, err)) {

@@ -225,8 +225,13 @@ TEST_F(TcpStoreTest, ConnectionWithoutTheTokenIsRefusedAndLogged) {
   EXPECT_TRUE(closedByServer(fd));
   ::close(fd);
 
+  fd = rawSocket();  // connects and leaves without a word
+  ::close(fd);
+  std::this_thread::sleep_for(milliseconds(100));
+
   std::string log = err.text();
   EXPECT_NE(log.find("dtl store: refused the connection from 127.0.0.1:"), std::string::npos) << log;
+  EXPECT_NE(log.find(": it left without presenting the job token\n"), std::string::npos) << log;
   EXPECT_NE(log.find(": it did not open with the dtl store handshake\n"), std::string::npos) << log;
   EXPECT_NE(log.find(": wrong job token\n"), std::string::npos) << log;
   std::vector<uint8_t> v;

@@ -6,11 +6,17 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
 #include "compiler/driver/frontend.h"
+#include "core/graph.h"
+#include "runtime/comm/communicator.h"
 #include "runtime/exec/trainer.h"
+#include "runtime/launch/launcher.h"
+#include "runtime/launch/rendezvous.h"
 
 namespace dtl::cli {
 
@@ -30,7 +36,9 @@ const char* const kRunHelp =
     "  --kernels fast|reference\n"
     "                       the kernels to run: fast (default) or the plain\n"
     "                       reference kernels (slow; for checking numerics)\n"
-    "  --nproc N            ranks to start on this machine (1 in this version)\n"
+    "  --nproc N            ranks to start on this machine (data parallel: each\n"
+    "                       reads its slice of every global batch)\n"
+    "  --join-timeout S     seconds a rank waits for the others (default 300)\n"
     "  -h, --help           this help\n"
     "\n"
     "exit status: 0 trained, 1 an error in the spec or during training, 2 usage error\n";
@@ -39,7 +47,8 @@ namespace {
 
 struct RunFlags {
   std::string spec, init, resume, metrics, kernels = "fast";
-  int64_t steps = 0, nproc = 1;
+  int64_t steps = 0, nproc = 1, join_timeout = 300;
+  bool as_rank = false;  // internal: started by the launcher
   std::vector<std::string> sets;
   bool help = false;
 };
@@ -73,6 +82,10 @@ std::string parseRun(const std::vector<std::string>& args, RunFlags& f) {
       if (!next() || !number(f.steps)) return "--steps expects a positive number of steps";
     } else if (a == "--nproc") {
       if (!next() || !number(f.nproc)) return "--nproc expects a positive number of ranks";
+    } else if (a == "--join-timeout") {
+      if (!next() || !number(f.join_timeout)) return "--join-timeout expects a positive number of seconds";
+    } else if (a == "--as-rank") {
+      f.as_rank = true;
     } else if (a == "--set") {
       if (!next()) return "--set needs KEY=VALUE";
       f.sets.push_back(value);
@@ -223,6 +236,83 @@ rt::TrainConfig makeConfig(const driver::Frontend& fe, const RunFlags& f) {
   return c;
 }
 
+// `--nproc N`: start N copies of this command as ranks and supervise them.
+int launchRanks(const std::vector<std::string>& args, const RunFlags& f, std::string& err) {
+  rt::launch::LaunchOptions o;
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  o.argv.push_back(n > 0 ? std::string(self, static_cast<size_t>(n)) : "dtlc");
+  for (const std::string& a : args) o.argv.push_back(a);
+  o.argv.push_back("--as-rank");
+  o.nproc = static_cast<int>(f.nproc);
+  o.join_timeout = std::chrono::seconds(f.join_timeout);
+  std::string launch_err;
+  int rc = rt::launch::launch(o, launch_err);
+  if (rc != 0) err += "dtlc run: " + launch_err + (launch_err.empty() || launch_err.back() == '\n' ? "" : "\n");
+  return rc;
+}
+
+// A rank joins the job: the store, the same program on every rank (checked
+// by fingerprint), then one communicator per mesh axis — shared memory when
+// every rank is on this machine, Gloo over TCP otherwise.
+bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const RunFlags& f, rt::TrainConfig& config,
+               std::shared_ptr<rt::comm::Store>& store, std::vector<std::unique_ptr<rt::comm::Communicator>>& comms,
+               std::string& failure) {
+  std::chrono::milliseconds timeout = env.join_timeout;
+  rt::comm::Status s = rt::launch::joinJob(env, timeout, store);
+  if (!s.ok) {
+    failure = s.message;
+    return false;
+  }
+  std::string text = ir::printGraph(fe.graph(), true);
+  uint64_t h = 1469598103934665603ull;
+  for (char c : text) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+  char fp[32];
+  std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(h));
+  s = rt::launch::checkFingerprints(*store, env, fp, timeout);
+  if (!s.ok) {
+    failure = s.message;
+    return false;
+  }
+  const sema::ParallelSpec& par = fe.spec().parallel;
+  int64_t stride = 1;
+  for (size_t a = par.mesh.size(); a-- > 0;) {
+    const sema::MeshAxisSpec& axis = par.mesh[a];
+    // Rank r's coordinate on this axis, and the ranks sharing the others.
+    int64_t coord = (env.rank / stride) % axis.size;
+    int64_t group = env.rank - coord * stride;
+    rt::comm::GroupOptions g;
+    g.store = store;
+    g.prefix = axis.name + "/" + std::to_string(group) + "/";
+    g.rank = static_cast<int>(coord);
+    g.size = static_cast<int>(axis.size);
+    g.timeout = timeout;
+    bool one_machine = env.local_world_size == env.world_size;
+    std::unique_ptr<rt::comm::Communicator> c =
+        one_machine ? rt::comm::makeShmCommunicator(g, s) : rt::comm::makeGlooCommunicator(g, s);
+    if (!c || !s.ok) {
+      failure = "cannot set up the `" + axis.name + "` group: " + s.message;
+      return false;
+    }
+    config.comms[axis.name] = c.get();
+    for (const sema::SplitSpec& sp : par.splits) {
+      if (sp.dim == "batch" && sp.axis == axis.name) {
+        config.rank = static_cast<int>(coord);
+        config.world = static_cast<int>(axis.size);
+      }
+    }
+    comms.push_back(std::move(c));
+    stride *= axis.size;
+  }
+  // Ranks sharing this machine share its cores: no oversubscription.
+  config.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, env.local_world_size));
+  rt::comm::Store* raw = store.get();
+  int rank = env.rank;
+  config.on_step = [raw, rank](int64_t step) { rt::launch::reportStep(*raw, rank, step); };
+  (void)f;
+  return true;
+}
+
 }  // namespace
 
 int runCommand(const std::vector<std::string>& args, std::string& out, std::string& err) {
@@ -240,16 +330,23 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
     err += "dtlc run: no SPEC given\nusage: dtlc run SPEC [--steps N] [--set KEY=VALUE]… [--metrics FILE]\n";
     return 2;
   }
-  if (f.nproc != 1) {
-    err += "dtlc run: --nproc " + std::to_string(f.nproc) +
-           ": this version trains on one process; multi-process data parallelism is not built yet\n";
-    return 2;
+  if (f.nproc > 1 && !f.as_rank) return launchRanks(args, f, err);
+  rt::launch::RankEnv env;
+  bool ranked = f.as_rank || rt::launch::rankEnvPresent([](const char* n) { return std::getenv(n); });
+  if (ranked) {
+    std::string env_err;
+    if (!rt::launch::rankEnvFromEnvironment(env, env_err)) {
+      err += "dtlc run: " + env_err + "\n";
+      return 2;
+    }
   }
   driver::Frontend fe;
   driver::FrontendOptions opt;
   opt.sets = f.sets;
-  opt.world = 1;
-  int status = fe.run(f.spec, opt, driver::Stop::Grad);
+  opt.world = ranked ? env.world_size : 1;
+  // One rank runs the plain training graph; several run it laid out on the
+  // mesh, with the collectives the layout pass derived.
+  int status = fe.run(f.spec, opt, opt.world > 1 ? driver::Stop::Plan : driver::Stop::Grad);
   if (status == 2) {
     for (const std::string& u : fe.usageErrors()) err += "dtlc run: " + u + "\n";
     return 2;
@@ -262,10 +359,23 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
     err += "dtlc run: " + f.spec + " has no `data` block; add one, e.g. `data { train { synthetic(seed = 1) } }`\n";
     return 1;
   }
+  if (!fe.layoutErrors().empty()) {
+    for (const std::string& e : fe.layoutErrors()) err += "dtlc run: " + e + "\n";
+    return 1;
+  }
   rt::TrainConfig config = makeConfig(fe, f);
+  std::shared_ptr<rt::comm::Store> store;
+  std::vector<std::unique_ptr<rt::comm::Communicator>> comms;
+  if (opt.world > 1) {
+    std::string failure;
+    if (!joinRanks(fe, env, f, config, store, comms, failure)) {
+      err += "dtlc run: [rank " + std::to_string(env.rank) + "] " + failure + "\n";
+      return 1;
+    }
+  }
   std::string train_err;
-  int rc = rt::train(config, train_err, isatty(1) != 0);
-  if (rc != 0) err += "dtlc run: " + train_err;
+  int rc = rt::train(config, train_err, isatty(1) != 0 && env.rank == 0);
+  if (rc != 0) err += "dtlc run: " + (opt.world > 1 ? "[rank " + std::to_string(env.rank) + "] " : std::string()) + train_err;
   return rc;
 }
 
