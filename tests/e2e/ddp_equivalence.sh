@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Data parallelism must not change the numbers: N ranks at per-rank batch
+# B/N reproduce the one-rank losses at batch B (same global batches), for
+# N = 2, 3, 4, within 1e-5 relative over 20 steps.
+set -euo pipefail
+dtlc=$1; work=$2
+rm -rf "$work"; mkdir -p "$work"; cd "$work"
+cat > s.dtl <<'SPEC'
+model M {
+  dim f = 16, h = 32, c = 4
+  input x : f32[batch, f]
+  input y : i32[batch]
+  l1 = Linear(f, h)
+  l2 = Linear(h, c)
+  logits = l2(relu(l1(x)))
+  loss = cross_entropy(logits, y, over = c)
+  metric accuracy = mean(cast(argmax(logits, over = c) == y, f32))
+}
+data { train { synthetic(seed = 1) } shuffle = true }
+train {
+  batch = 24
+  steps = 20
+  optimizer = sgd(lr = 0.1, momentum = 0.9)
+  seed = 3
+}
+parallel { mesh dp = auto; split batch over dp; bucket = 1 KiB }
+SPEC
+"$dtlc" run s.dtl --metrics one.jsonl >/dev/null
+status=0
+for n in 2 3 4; do
+  "$dtlc" run s.dtl --nproc "$n" --set "train.batch=$((24 / n))" --metrics "n$n.jsonl" >/dev/null
+  if ! awk -v n="$n" -F'"loss": ' '
+      FNR == NR { a[FNR] = $2 + 0; next }
+      { b = $2 + 0; r = (a[FNR] - b) / a[FNR]; if (r < 0) r = -r; if (r > m) m = r; k++ }
+      END { printf "%d ranks: %d steps, max relative difference %.2e\n", n, k, m; exit !(k == 20 && m <= 1e-5) }' \
+      one.jsonl "n$n.jsonl"; then
+    status=1
+  fi
+done
+# A two-layer GPT with AdamW: attention, layer norms, a tied output layer.
+cat > g.dtl <<'SPEC'
+model G {
+  dim vocab = 13, seq = 8, d = 16, heads = 2, hidden = 32, layers = 2
+  input tokens : i32[batch, seq]
+  input targets : i32[batch, seq]
+  tok = Embedding(vocab, d)
+  param pos : [seq, d] init normal(std = 0.02)
+  blocks = repeat(layers) TransformerBlock(d, heads, hidden)
+  ln_f = LayerNorm(d)
+  logits = ln_f(blocks(tok(tokens) + pos)) @ tok.table
+  loss = cross_entropy(logits, targets, over = vocab)
+}
+data { train { synthetic(seed = 5) } }
+train {
+  batch = 8
+  steps = 15
+  optimizer = adamw(lr = 1e-2)
+  seed = 4
+}
+SPEC
+"$dtlc" run g.dtl --metrics g1.jsonl >/dev/null
+"$dtlc" run g.dtl --nproc 2 --set train.batch=4 --metrics g2.jsonl >/dev/null
+awk -F'"loss": ' '
+    FNR == NR { a[FNR] = $2 + 0; next }
+    { b = $2 + 0; r = (a[FNR] - b) / a[FNR]; if (r < 0) r = -r; if (r > m) m = r; k++ }
+    END { printf "GPT, 2 ranks: %d steps, max relative difference %.2e\n", k, m; exit !(k == 15 && m <= 1e-5) }' \
+    g1.jsonl g2.jsonl || status=1
+exit $status
