@@ -135,6 +135,8 @@ if ((status != 0)) || [[ -n $new ]]; then
   done
   echo "fuzz: minimise it ($bin -minimize_crash=1 -runs=10000 FILE), fix the front end, and add it"
   echo "      as fuzz/regressions/crash-<short description>.dtl"
+  echo "      (a timeout's stack shows only the main thread waiting for the worker that runs the"
+  echo "      front end: run FILE under gdb and interrupt it to see where the worker is)"
 else
   passed=$((passed + 1))
 fi

@@ -5,7 +5,9 @@
 // reduce-scatter). send/recv are posted at once from the calling thread and
 // matched by tag, as in PyTorch's ProcessGroupGloo; each has a small thread
 // that waits for it, so done() never blocks. After any failure the group is
-// broken: Gloo poisons the whole context on a timeout.
+// broken: Gloo poisons the whole context on a timeout. Gloo writes to
+// sockets that a dead peer may have closed, so SIGPIPE (which would kill the
+// process) is ignored unless the program set a handler of its own.
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/alltoall.h>
@@ -15,6 +17,8 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
+
+#include <signal.h>
 
 #include <algorithm>
 #include <cstring>
@@ -270,6 +274,8 @@ std::unique_ptr<Communicator> makeGlooCommunicator(const GroupOptions& o, Status
                            std::to_string(o.size) + (o.store ? ")" : ", no store)"));
     return nullptr;
   }
+  struct sigaction pipe;
+  if (sigaction(SIGPIPE, nullptr, &pipe) == 0 && pipe.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
   try {
     auto ctx = std::make_shared<gloo::rendezvous::Context>(o.rank, o.size);
     ctx->setTimeout(o.timeout);

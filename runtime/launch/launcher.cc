@@ -248,6 +248,11 @@ int launch(const LaunchOptions& o, std::string& err) {
     err = "no command for the ranks to run";
     return 2;
   }
+  if (const char* launched = std::getenv(kEnvLaunched); launched != nullptr && std::string(launched) == "1") {
+    // A rank (or a test binary started as one) must not fan out again: that recursion never ends.
+    err = "this process is already a rank of a dtl job (DTL_LAUNCHED=1), and a rank cannot launch more ranks";
+    return 2;
+  }
   if (o.nproc < 1 || o.nnodes < 1) {
     err = o.nproc < 1 ? "--nproc must be at least 1, not " + std::to_string(o.nproc)
                       : "--nnodes must be at least 1, not " + std::to_string(o.nnodes);

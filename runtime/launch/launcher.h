@@ -28,7 +28,8 @@ struct LaunchOptions {
 // `err` says why and the result is: the failed rank's exit status (128 +
 // signal number when it was killed), 128 + the signal when the launcher was
 // interrupted (SIGINT/SIGTERM are forwarded to every rank; a second one kills
-// them), 2 for invalid options, 1 when the job could not start. Rank 0 shares
+// them), 2 for invalid options (or when called inside a rank: DTL_LAUNCHED=1),
+// 1 when the job could not start. Rank 0 shares
 // the launcher's stdout and stderr; other ranks' lines are prefixed "[rank r] ".
 int launch(const LaunchOptions& o, std::string& err);
 

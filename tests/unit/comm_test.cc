@@ -6,6 +6,7 @@
 // that dies.
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -334,7 +335,15 @@ TEST(CommFailures, ShmRecvOfTheWrongTagIsReported) {
             "floats); between two ranks, sends and recvs must be issued in the same order");
 }
 
-// Four ranks, eight threads, one core: waiting ranks must yield the core.
+double cpuSeconds() {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+// Four ranks, eight threads, one core: waiting ranks must sleep, not spin
+// away the core the others need. Judged by CPU time, which a loaded machine
+// does not inflate: spinning ranks would burn it for the whole run.
 TEST(CommScheduling, ShmFourRanksOnOneCoreDoNotLivelock) {
   cpu_set_t old, one;
   ASSERT_EQ(sched_getaffinity(0, sizeof old, &old), 0);
@@ -345,7 +354,7 @@ TEST(CommScheduling, ShmFourRanksOnOneCoreDoNotLivelock) {
       break;
     }
   ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);  // threads started below inherit it
-  auto start = std::chrono::steady_clock::now();
+  double start = cpuSeconds();
   runRanks(kShm, 4, [&](Communicator& c) {
     for (int i = 0; i < 200; ++i) {
       std::vector<float> x(i % 2 ? 4096 : 300001, 1.0f);
@@ -353,9 +362,9 @@ TEST(CommScheduling, ShmFourRanksOnOneCoreDoNotLivelock) {
       ASSERT_EQ(x.back(), 4.0f) << "iteration " << i;
     }
   });
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double used = cpuSeconds() - start;
   ASSERT_EQ(sched_setaffinity(0, sizeof old, &old), 0);
-  EXPECT_LT(seconds, 10.0);
+  EXPECT_LT(used, 5.0);
 }
 
 // --- Processes --------------------------------------------------------------
@@ -444,7 +453,7 @@ TEST(CommProcesses, ShmPeerThatDiesIsNamedLongBeforeTheTimeout) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_NE(error.find("shared-memory allReduce on rank 0 failed: rank 1 (pid "), std::string::npos) << error;
   EXPECT_NE(error.find(") exited"), std::string::npos) << error;
-  EXPECT_LT(seconds, 10.0);
+  EXPECT_LT(seconds, 30.0);
 }
 
 // --- Memory store -----------------------------------------------------------

@@ -552,6 +552,17 @@ TEST(Launcher, BadOptions) {
   EXPECT_EQ(err, "cannot find no-such-program-on-path on PATH");
 }
 
+TEST(Launcher, ARankCannotLaunchRanks) {
+  LaunchOptions o;
+  o.argv = {DTL_LAUNCH_CHILD};
+  ::setenv("DTL_LAUNCHED", "1", 1);
+  std::string err;
+  int code = launch(o, err);
+  ::unsetenv("DTL_LAUNCHED");
+  EXPECT_EQ(code, 2);
+  EXPECT_EQ(err, "this process is already a rank of a dtl job (DTL_LAUNCHED=1), and a rank cannot launch more ranks");
+}
+
 TEST(Launcher, JobTokensAreFreshAndLong) {
   std::string a = randomJobToken(), b = randomJobToken();
   EXPECT_EQ(a.size(), 32u);

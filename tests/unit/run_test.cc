@@ -201,7 +201,10 @@ TEST_F(Run, UsageErrors) {
   EXPECT_EQ(run({}, &err), 2);
   EXPECT_EQ(run({"x.dtl", "--steps", "0"}, &err), 2);
   EXPECT_EQ(err, "dtlc run: --steps expects a positive number of steps\n");
+  EXPECT_EQ(run({"x.dtl", "--nproc", "0"}, &err), 2);
+  // Launching ranks needs the dtlc binary itself, never a test binary.
   EXPECT_EQ(run({"x.dtl", "--nproc", "2"}, &err), 2);
+  EXPECT_NE(err.find("--nproc starts ranks of the dtlc binary"), std::string::npos) << err;
   EXPECT_EQ(run({"x.dtl", "--kernels", "gpu"}, &err), 2);
 }
 

@@ -241,7 +241,14 @@ int launchRanks(const std::vector<std::string>& args, const RunFlags& f, std::st
   rt::launch::LaunchOptions o;
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  o.argv.push_back(n > 0 ? std::string(self, static_cast<size_t>(n)) : "dtlc");
+  std::string exe = n > 0 ? std::string(self, static_cast<size_t>(n)) : "";
+  // Each rank re-runs this binary: it must be dtlc (an embedding program,
+  // such as a test, would start copies of itself).
+  if (exe.size() < 4 || exe.compare(exe.size() - 4, 4, "dtlc") != 0) {
+    err += "dtlc run: --nproc starts ranks of the dtlc binary; this process is " + (exe.empty() ? "unknown" : exe) + "\n";
+    return 2;
+  }
+  o.argv.push_back(exe);
   for (const std::string& a : args) o.argv.push_back(a);
   o.argv.push_back("--as-rank");
   o.nproc = static_cast<int>(f.nproc);
