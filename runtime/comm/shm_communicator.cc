@@ -285,6 +285,7 @@ std::unique_ptr<Communicator> makeShmCommunicator(const GroupOptions& o, const S
     g.size = o.size;
     g.chunkBytes = std::max<size_t>((t.chunkBytes + 63) / 64 * 64, 64 * size_t(o.size));
     g.channelBytes = std::max<size_t>((t.channelBytes + 63) / 64 * 64, 64);
+    g.smallBytes = t.smallBytes;
     name = segmentName(o.prefix);
     status = ShmSegment::create(name, g, seg);
     if (status.ok) status = o.store->set(key, std::vector<uint8_t>(name.begin(), name.end()));

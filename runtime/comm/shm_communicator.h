@@ -1,6 +1,7 @@
 // Knobs of the shared-memory communicator (makeShmCommunicator in
 // communicator.h uses the defaults). Tests shrink the chunks to cross chunk
-// boundaries with small tensors; the bench sweeps them.
+// boundaries with small tensors; the bench sweeps them. The sizes are rank
+// 0's (the segment records them); spinMicros is each rank's own.
 #pragma once
 
 #include <cstddef>

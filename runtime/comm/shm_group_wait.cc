@@ -72,7 +72,7 @@ ShmGroup::ShmGroup(std::unique_ptr<ShmSegment> seg, int rank, milliseconds timeo
       size_(seg_->geometry().size),
       timeout_(timeout),
       chunkFloats_(seg_->geometry().chunkBytes / sizeof(float)),
-      smallFloats_(std::min(t.smallBytes / sizeof(float), chunkFloats_)),
+      smallFloats_(std::min(seg_->geometry().smallBytes / sizeof(float), chunkFloats_)),
       service_(std::move(service)),
       stopping_(std::move(stopping)) {
   bool oversubscribed = size_ > usableCpus();

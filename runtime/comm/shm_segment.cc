@@ -23,6 +23,7 @@ struct Header {
   int32_t size;
   uint64_t chunkBytes;
   uint64_t channelBytes;
+  uint64_t smallBytes;
 };
 
 size_t roundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -78,6 +79,7 @@ Status ShmSegment::create(const std::string& name, const ShmGeometry& g, std::un
   h->size = g.size;
   h->chunkBytes = g.chunkBytes;
   h->channelBytes = g.channelBytes;
+  h->smallBytes = g.smallBytes;
   std::atomic_ref<uint64_t>(h->magic).store(kMagic, std::memory_order_release);
   out.reset(new ShmSegment(base, o.total, g));
   return {};
@@ -95,7 +97,7 @@ Status ShmSegment::open(const std::string& name, int expectedSize, std::unique_p
   close(fd);
   if (base == MAP_FAILED) return Status::error(errnoText("mapping", name));
   auto* h = static_cast<Header*>(base);
-  ShmGeometry g{h->size, h->chunkBytes, h->channelBytes};
+  ShmGeometry g{h->size, h->chunkBytes, h->channelBytes, h->smallBytes};
   if (std::atomic_ref<uint64_t>(h->magic).load(std::memory_order_acquire) != kMagic || h->bytes != size_t(st.st_size) ||
       offsetsFor(g).total != h->bytes || h->size != expectedSize) {
     munmap(base, st.st_size);

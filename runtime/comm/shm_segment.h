@@ -22,6 +22,7 @@ struct ShmGeometry {
   int size = 1;
   size_t chunkBytes = 0;    // one staging buffer of one rank
   size_t channelBytes = 0;  // one p2p ring buffer
+  size_t smallBytes = 0;    // all-reduces up to this size take the one-barrier path
 };
 
 struct alignas(64) ShmRankControl {
