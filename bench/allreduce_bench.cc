@@ -5,7 +5,8 @@
 // --threads, threads of this process. Every rank holds a Gloo and a
 // shared-memory communicator and runs both at each size, one after the
 // other, so the columns are measured side by side. A time is the best of
-// --blocks timed blocks, each the slowest rank's mean.
+// --blocks timed blocks in each of --repeat sweeps, a block's time being the
+// slowest rank's mean.
 //
 // --compare FILE adds the busbw of another run (bench/mpi_allreduce_bench's
 // output, same columns) and the ratios shm/MPI and shm/gloo; see
@@ -39,6 +40,7 @@ struct Options {
   bool threads = false;
   size_t minBytes = 4 << 10, maxBytes = size_t(256) << 20;
   int blocks = 3;
+  int repeat = 1;  // whole sweeps; each time is the best over them
   double blockSeconds = 0.05;
   std::vector<std::string> backends = {"gloo", "shm"};
   ShmTuning shm;
@@ -104,8 +106,13 @@ std::map<std::pair<std::string, size_t>, Result> runRank(const std::shared_ptr<S
   }
   std::vector<float> buf(o.maxBytes / sizeof(float));
   std::map<std::pair<std::string, size_t>, Result> results;
-  for (size_t bytes : sizes(o))
-    for (size_t k = 0; k < comms.size(); ++k) results[{o.backends[k], bytes}] = measure(*comms[k], buf, bytes / 4, o);
+  for (int rep = 0; rep < o.repeat; ++rep)
+    for (size_t bytes : sizes(o))
+      for (size_t k = 0; k < comms.size(); ++k) {
+        Result r = measure(*comms[k], buf, bytes / 4, o);
+        auto [it, fresh] = results.try_emplace({o.backends[k], bytes}, r);
+        if (!fresh) it->second = {std::min(it->second.seconds, r.seconds), it->second.correct && r.correct};
+      }
   return results;
 }
 
@@ -126,8 +133,8 @@ std::map<size_t, double> readCompare(const std::string& path) {
 void report(const std::map<std::pair<std::string, size_t>, Result>& results, const Options& o) {
   const double factor = 2.0 * (o.ranks - 1) / o.ranks;
   auto compare = o.compare.empty() ? std::map<size_t, double>{} : readCompare(o.compare);
-  std::printf("# allreduce_bench: %d ranks (%s), float32 sum in place; best of %d blocks, slowest rank\n", o.ranks,
-              o.threads ? "threads" : "processes", o.blocks);
+  std::printf("# allreduce_bench: %d ranks (%s), float32 sum in place; best of %d blocks x %d sweeps, slowest rank\n",
+              o.ranks, o.threads ? "threads" : "processes", o.blocks, o.repeat);
   std::printf("# busbw = algbw * 2(n-1)/n = algbw * %.3f\n#%11s %10s", factor, "size(B)", "count");
   for (auto& b : o.backends) std::printf(" | %-5s %10s %8s %8s", b.c_str(), "time(us)", "algbw", "busbw");
   if (!compare.empty()) std::printf(" | mpi busbw  shm/mpi");
@@ -192,6 +199,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--min-bytes") o.minBytes = parseBytes(next());
     else if (a == "--max-bytes") o.maxBytes = parseBytes(next());
     else if (a == "--blocks") o.blocks = std::atoi(next());
+    else if (a == "--repeat") o.repeat = std::atoi(next());
     else if (a == "--block-seconds") o.blockSeconds = std::atof(next());
     else if (a == "--chunk-bytes") o.shm.chunkBytes = parseBytes(next());
     else if (a == "--small-bytes") o.shm.smallBytes = parseBytes(next());
@@ -204,8 +212,8 @@ Options parse(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: allreduce_bench [--ranks N] [--threads] [--min-bytes 4K] [--max-bytes 256M] "
-                   "[--backends gloo,shm] [--blocks 3] [--block-seconds 0.05] [--chunk-bytes 1M] "
-                   "[--small-bytes 32K] [--spin-us N] [--compare mpi.txt]\n");
+                   "[--backends gloo,shm] [--blocks 3] [--repeat 1] [--block-seconds 0.05] [--chunk-bytes 1M] "
+                   "[--small-bytes 64K] [--spin-us N] [--compare mpi.txt]\n");
       std::exit(2);
     }
   }

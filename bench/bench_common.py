@@ -27,9 +27,11 @@ def dtlc_path(arg=None):
 
 
 def loadavg():
+    """1/5/15-minute load averages and, in brackets, the threads runnable
+    right now (this benchmark's own included)."""
     with open('/proc/loadavg') as f:
         a = f.read().split()
-    return '%s %s %s' % (a[0], a[1], a[2])
+    return '%s %s %s [%s]' % (a[0], a[1], a[2], a[3].split('/')[0])
 
 
 def busy_processes(limit=4):

@@ -207,7 +207,7 @@ def main():
           % (ratio_best, ratio_med))
     print('final test accuracy (9,984 test images, last round): dtl %.4f, best PyTorch config %.4f'
           % (acc['dtl'][-1], acc[best_tk][-1]))
-    print('load during the runs (1/5/15 min): %s' % ' -> '.join(loads))
+    print('load during the runs (1/5/15 min [runnable now]): %s' % ' -> '.join(loads))
     bc.write_result(args.json, {
         'name': 'fashion_vs_torch', 'unit': 's (wall, %d epochs)' % args.epochs, 'higher_is_better': False,
         'dtl': best['dtl'], 'torch': best[best_tk], 'torch_config': dict(names)[best_tk],

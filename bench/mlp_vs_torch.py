@@ -181,7 +181,7 @@ def main():
     print('(a lower bound on the GEMM kernels\' own rate: the step time also holds the elementwise ops, the '
           'optimiser and the data loader; bench/gemm_bench measures the kernels alone)')
     print('dtl process wall time for %d steps incl. start-up: %s s' % (args.warmup + args.steps, bc.fmt_list(walls)))
-    print('load during the runs (1/5/15 min): %s' % ' -> '.join(loads))
+    print('load during the runs (1/5/15 min [runnable now]): %s' % ' -> '.join(loads))
     bc.write_result(args.json, {
         'name': 'mlp_vs_torch', 'unit': 'steps/s', 'higher_is_better': True,
         'dtl': best['dtl'], 'torch': best[best_tk], 'torch_config': dict(names)[best_tk],

@@ -3,6 +3,7 @@
 // best of 3 timed blocks of the slowest rank), so the two sit side by side.
 // Built with mpicxx by bench/allreduce_vs_mpi.sh, not by CMake.
 // Output: "size count time(us) algbw busbw" lines, busbw = algbw * 2(n-1)/n.
+// Arguments: [max MiB = 256] [repeat = 1] (repeat multiplies the blocks).
 #include <mpi.h>
 
 #include <algorithm>
@@ -19,7 +20,9 @@ int main(int argc, char** argv) {
   size_t minBytes = 4 << 10, maxBytes = size_t(256) << 20;
   double blockSeconds = 0.05;
   int blocks = 3;
+  int repeat = 1;
   if (argc > 1) maxBytes = size_t(std::atof(argv[1]) * (1 << 20));
+  if (argc > 2) repeat = std::atoi(argv[2]);
   std::vector<float> buf(maxBytes / 4);
   const double factor = 2.0 * (n - 1) / n;
   if (rank == 0)
@@ -37,7 +40,7 @@ int main(int argc, char** argv) {
     double iters = std::clamp(std::floor(blockSeconds / std::max(MPI_Wtime() - t0, 1e-7)), 1.0, 2000.0);
     MPI_Bcast(&iters, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     double best = 1e30;
-    for (int b = 0; b < blocks; ++b) {
+    for (int b = 0; b < blocks * repeat; ++b) {
       MPI_Barrier(MPI_COMM_WORLD);
       t0 = MPI_Wtime();
       for (int i = 0; i < int(iters); ++i)

@@ -56,7 +56,7 @@ else
 fi
 
 echo "dtl benchmarks: $(date -u +%FT%TZ), $(nproc) cores, dtlc $DTLC, logs in $OUT"
-echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "load at start (1/5/15 min, runnable/threads): $(cut -d" " -f1-4 /proc/loadavg)"
 status=0
 run() {  # name, command...
   local name=$1
@@ -72,7 +72,7 @@ run mlp_vs_torch $PY bench/mlp_vs_torch.py "${mlp_args[@]}" "${ob[@]}" --json "$
 run fashion_vs_torch $PY bench/fashion_vs_torch.py "${fashion_args[@]}" "${ob[@]}" --json "$OUT/fashion_vs_torch.json"
 run gpt_step_vs_torch $PY bench/gpt_step_vs_torch.py "${gpt_args[@]}" "${ob[@]}" --json "$OUT/gpt_step_vs_torch.json"
 run check_gpt2 env RUNS=$check_runs DTLC="$DTLC" bash bench/check_gpt2.sh
-echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "load at end (1/5/15 min, runnable/threads): $(cut -d" " -f1-4 /proc/loadavg)"
 
 $PY - "$OUT" <<'PY'
 import json, os, re, sys
