@@ -50,6 +50,14 @@ struct GroupOptions {
   std::string host = "127.0.0.1";  // this rank's address for TCP transports
 };
 
+// Both backends: collectives run in issue order on a worker thread per
+// communicator (every rank must issue the same collectives in the same
+// order); send/recv are posted at once and matched by (peer, tag) — on the
+// shared-memory backend, also in issue order per pair of ranks. n == 0 is a
+// no-op everywhere. A failure (timeout, lost peer) breaks the communicator:
+// later operations fail at once, naming the first error. `prefix` must be
+// unique per group within a store. Tuning and a store for forked ranks:
+// shm_communicator.h, shm_store.h.
 std::unique_ptr<Communicator> makeGlooCommunicator(const GroupOptions& o, Status& status);
 // Ranks on one machine: collectives through a shared-memory segment.
 std::unique_ptr<Communicator> makeShmCommunicator(const GroupOptions& o, Status& status);

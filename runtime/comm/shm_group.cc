@@ -1,9 +1,7 @@
 // See shm_group.h. Collectives here; waiting, barriers and point-to-point
 // transfers in shm_group_wait.cc.
 #include <algorithm>
-#include <cstring>
 
-#include "runtime/comm/shm_communicator.h"
 #include "runtime/comm/shm_group.h"
 #include "runtime/comm/shm_reduce.h"
 
@@ -17,10 +15,6 @@ uint64_t signature(OpCode op, int64_t n, int root = 0) {
 }
 
 size_t roundDown16(size_t x) { return x / 16 * 16; }
-
-void copyFloats(float* dst, const float* src, size_t n) {
-  if (n) std::memcpy(dst, src, n * sizeof(float));
-}
 
 }  // namespace
 

@@ -9,8 +9,9 @@
 // is written to buffer (phase & 1) of the writer's staging area, a barrier
 // publishes it, readers copy it out before they arrive at the next phase's
 // first barrier, and buffer (phase & 1) is written again only two phases
-// later, after that barrier. So most collectives need one barrier per chunk;
-// the large all-reduce needs two:
+// later, after that barrier. So most collectives need one barrier per chunk,
+// and so does a small all-reduce (every rank stages all of it and sums every
+// rank's copy, in rank order); a large one needs two per chunk:
 //   1. each rank copies its chunk, all but its own slice, into its staging;
 //   2. barrier; rank r sums slice r over all ranks (its own slice from its
 //      buffer) into its buffer and into its staging;

@@ -84,17 +84,23 @@ ShmGroup::ShmGroup(std::unique_ptr<ShmSegment> seg, int rank, milliseconds timeo
 
 // Spins for up to spinBudget_, yielding now and then so a rank that shares
 // this core can run; then yields a few times; then sleeps on the bell. The
-// budget adapts: a wait that ended while spinning doubles it (up to spin_),
-// one that had to go on halves it, so a loaded machine stops burning cores.
+// budget follows the waits: twice a recent wait that was shorter than spin_
+// (so it could have been spun through), halved after a longer one, so a
+// loaded machine stops burning cores and an idle one stops sleeping.
 bool ShmGroup::waitUntil(const std::function<bool()>& ready, Clock::time_point deadline) {
   if (ready()) return true;
+  const auto start = Clock::now();
+  auto adapt = [&] {
+    auto waited = std::chrono::duration_cast<microseconds>(Clock::now() - start);
+    if (waited < spin_)
+      spinBudget_ = std::min(spin_, std::max(spinBudget_, 2 * waited + microseconds(1)));
+    else
+      spinBudget_ /= 2;
+  };
   if (spinBudget_.count() > 0) {
-    auto start = Clock::now(), until = start + spinBudget_, nextYield = start + microseconds(4);
+    auto until = start + spinBudget_, nextYield = start + microseconds(4);
     for (unsigned i = 1;; ++i) {
-      if (ready()) {
-        spinBudget_ = std::min(spin_, spinBudget_ * 2);
-        return true;
-      }
+      if (ready()) return adapt(), true;
       if (service_()) continue;
       _mm_pause();
       if ((i & 63) == 0) {
@@ -103,19 +109,16 @@ bool ShmGroup::waitUntil(const std::function<bool()>& ready, Clock::time_point d
         if (now > nextYield) sched_yield(), nextYield = now + microseconds(4);
       }
     }
-    spinBudget_ /= 2;
-  } else if (spin_.count() > 0) {
-    spinBudget_ = microseconds(1);  // try spinning again next time
   }
   for (int y = 0; y < yields_; ++y) {
-    if (ready()) return true;
+    if (ready()) return adapt(), true;
     if (!service_()) sched_yield();
   }
   for (;;) {
-    if (ready()) return true;
+    if (ready()) return adapt(), true;
     if (service_()) continue;
     auto now = Clock::now();
-    if (stopping_() || now >= deadline) return ready();
+    if (stopping_() || now >= deadline) return adapt(), ready();
     auto left = std::min<Clock::duration>(deadline - now, milliseconds(100));
     sleepOnBell(
         ctl(rank_), [&] { return ready() || service_() || stopping_(); },
