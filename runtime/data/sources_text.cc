@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "runtime/data/csv_cells.h"
 #include "runtime/data/gzip_reader.h"
 #include "runtime/data/sources.h"
 
@@ -15,40 +16,7 @@ namespace dtl::rt::data::detail {
 
 namespace {
 
-// ---------------------------------------------------------------- csv (mirrors probe_csv.cc)
-
-bool isBlank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && isBlank(s.front())) s.remove_prefix(1);
-  while (!s.empty() && isBlank(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-void splitCells(std::string_view line, char delim, bool whitespace, std::vector<std::string_view>& cells) {
-  cells.clear();
-  if (whitespace) {
-    size_t i = 0;
-    while (i < line.size()) {
-      while (i < line.size() && isBlank(line[i])) ++i;
-      size_t start = i;
-      while (i < line.size() && !isBlank(line[i])) ++i;
-      if (i > start) cells.push_back(line.substr(start, i - start));
-    }
-    return;
-  }
-  size_t start = 0;
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    if (line[i] == '"')
-      quoted = !quoted;
-    else if (line[i] == delim && !quoted) {
-      cells.push_back(trim(line.substr(start, i - start)));
-      start = i + 1;
-    }
-  }
-  cells.push_back(trim(line.substr(start)));
-}
+// ---------------------------------------------------------------- csv (cells: csv_cells.h)
 
 // The probe accepted the cell; out-of-range numbers saturate like strtod
 // ("1e999" → inf, "1e-999" → 0), parsed in the C locale whatever the process's is.
