@@ -56,6 +56,9 @@ struct TrainConfig {
   int rank = 0, world = 1;
   std::map<std::string, comm::Communicator*> comms;
   std::function<void(int64_t)> on_step;  // after each optimiser step (progress for the launcher)
+  // Before step 1, with a hash of every parameter's value: false (with a
+  // message) stops the run — the ranks must start from the same parameters.
+  std::function<bool(const std::string& params_hash, std::string& err)> confirm_params;
 };
 
 // Trains; progress and logs to `out`, errors to `err`. Returns the exit

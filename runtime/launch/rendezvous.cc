@@ -19,7 +19,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-constexpr char kVerdictKey[] = "fingerprint/verdict";
 constexpr size_t kRanksNamed = 16;
 constexpr size_t kFingerprintShown = 64;
 
@@ -133,30 +132,32 @@ Status joinJob(const RankEnv& env, milliseconds timeout, std::shared_ptr<Store>&
   return {};
 }
 
-Status checkFingerprints(Store& store, const RankEnv& env, const std::string& fingerprint, milliseconds timeout) {
-  if (Status s = store.set("fingerprint/" + std::to_string(env.rank), bytes(fingerprint)); !s.ok) return s;
+Status checkAgreement(Store& store, const RankEnv& env, const Agreement& what, const std::string& value,
+                      milliseconds timeout) {
+  const std::string prefix = what.key + "/", verdict_key = what.key + "/verdict";
+  if (Status s = store.set(prefix + std::to_string(env.rank), bytes(value)); !s.ok) return s;
   std::vector<uint8_t> v;
   if (env.rank != 0) {
-    Status s = store.get(kVerdictKey, v, timeout + std::chrono::seconds(2));
+    Status s = store.get(verdict_key, v, timeout + std::chrono::seconds(2));
     if (!s.ok) {
       if (!isTimeout(s)) return s;
-      return Status::error("rank 0 did not say within " + comm::formatDuration(timeout) +
-                           " whether every rank compiled the same program; did rank 0 fail?");
+      return Status::error("rank 0 did not say within " + comm::formatDuration(timeout) + " whether every rank " +
+                           what.same + "; did rank 0 fail?");
     }
     std::string verdict(v.begin(), v.end());
     if (verdict == "ok") return {};
     return Status::error(verdict.substr(verdict.find('\n') + 1));
   }
   std::vector<std::string> keys;
-  for (int r = 0; r < env.world_size; ++r) keys.push_back("fingerprint/" + std::to_string(r));
+  for (int r = 0; r < env.world_size; ++r) keys.push_back(prefix + std::to_string(r));
   Status verdict;
   if (Status s = store.wait(keys, timeout); !s.ok) {
     if (!isTimeout(s)) return s;
     std::vector<int> missing;
-    if (Status probe = missingRanks(store, "fingerprint/", env.world_size, missing); !probe.ok) return probe;
-    verdict = Status::error(rankList(missing) + " did not publish a program fingerprint within " +
+    if (Status probe = missingRanks(store, prefix, env.world_size, missing); !probe.ok) return probe;
+    verdict = Status::error(rankList(missing) + " did not publish " + what.noun + " within " +
                             comm::formatDuration(timeout) + "; did " + (missing.size() == 1 ? "it" : "they") +
-                            " fail to compile?");
+                            " " + what.silent + "?");
   } else {
     std::map<std::string, std::vector<int>> groups;
     for (int r = 0; r < env.world_size; ++r) {
@@ -166,19 +167,30 @@ Status checkFingerprints(Store& store, const RankEnv& env, const std::string& fi
     if (groups.size() > 1) {
       std::string differ;
       for (const auto& [fp, ranks] : groups) {
-        if (fp == fingerprint) continue;
-        differ += (differ.empty() ? "" : "; ") + rankList(ranks) + (ranks.size() == 1 ? " has" : " have") +
-                  " fingerprint " + showFingerprint(fp);
+        if (fp == value) continue;
+        differ += (differ.empty() ? "" : "; ") + rankList(ranks) + (ranks.size() == 1 ? " has" : " have") + " " +
+                  what.label + " " + showFingerprint(fp);
       }
-      const std::vector<int>& mine = groups[fingerprint];
-      verdict = Status::error("ranks compiled different programs: " + differ + ", but " + rankList(mine) +
-                              (mine.size() == 1 ? " has " : " have ") + showFingerprint(fingerprint) +
-                              "; check every rank runs the same spec with the same --set");
+      const std::vector<int>& mine = groups[value];
+      verdict = Status::error(what.differ + ": " + differ + ", but " + rankList(mine) +
+                              (mine.size() == 1 ? " has " : " have ") + showFingerprint(value) + "; " + what.hint);
     }
   }
   std::string text = verdict.ok ? "ok" : "error\n" + verdict.message;
-  if (Status s = store.set(kVerdictKey, bytes(text)); !s.ok) return s;
+  if (Status s = store.set(verdict_key, bytes(text)); !s.ok) return s;
   return verdict;
+}
+
+const Agreement kSameProgram{"fingerprint", "a program fingerprint", "fingerprint", "compiled the same program",
+                             "ranks compiled different programs",
+                             "check every rank runs the same spec with the same --set", "fail to compile"};
+const Agreement kSameParameters{"params_hash", "a parameter hash", "parameter hash", "starts from the same parameters",
+                                "ranks start from different parameters",
+                                "every rank must load the same --init / --resume files and use the same seed",
+                                "fail to load its parameters"};
+
+Status checkFingerprints(Store& store, const RankEnv& env, const std::string& fingerprint, milliseconds timeout) {
+  return checkAgreement(store, env, kSameProgram, fingerprint, timeout);
 }
 
 }  // namespace dtl::rt::launch

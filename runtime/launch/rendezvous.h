@@ -26,7 +26,26 @@ using comm::Store;
 // join within 300 s ..."). Two processes with the same rank fail too.
 Status joinJob(const RankEnv& env, std::chrono::milliseconds timeout, std::shared_ptr<Store>& store);
 
-// Every rank publishes `fingerprint` (of its compiled program); rank 0
+// What the ranks must agree on, and the words for it in errors.
+struct Agreement {
+  std::string key;     // store keys: <key>/<rank>, <key>/verdict
+  std::string noun;    // "a program fingerprint"
+  std::string label;   // "fingerprint", as in "rank 1 has fingerprint …"
+  std::string same;    // "compiled the same program"
+  std::string differ;  // "ranks compiled different programs"
+  std::string hint;
+  std::string silent;  // "fail to compile": why a rank may not have published
+};
+extern const Agreement kSameProgram, kSameParameters;
+
+// Every rank publishes `value`; rank 0 compares them and publishes the
+// verdict, so on a mismatch every rank fails with the same message naming
+// the ranks that differ and both values. Ranks other than 0 wait up to
+// `timeout` plus 2 s for the verdict.
+Status checkAgreement(Store& store, const RankEnv& env, const Agreement& what, const std::string& value,
+                      std::chrono::milliseconds timeout);
+
+// checkAgreement on kSameProgram. Every rank publishes `fingerprint` (of its compiled program); rank 0
 // compares them and publishes the verdict, so on a mismatch every rank fails
 // with the same message naming the ranks that differ and both fingerprints.
 // Ranks other than 0 wait up to `timeout` plus 2 s for the verdict.

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "compiler/driver/frontend.h"
+#include "compiler/sema/print_sema.h"
 #include "core/graph.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/exec/trainer.h"
@@ -49,6 +50,7 @@ struct RunFlags {
   std::string spec, init, resume, metrics, kernels = "fast";
   int64_t steps = 0, nproc = 1, join_timeout = 300;
   bool as_rank = false;  // internal: started by the launcher
+  bool join_timeout_given = false;
   std::vector<std::string> sets;
   bool help = false;
 };
@@ -84,6 +86,7 @@ std::string parseRun(const std::vector<std::string>& args, RunFlags& f) {
       if (!next() || !number(f.nproc)) return "--nproc expects a positive number of ranks";
     } else if (a == "--join-timeout") {
       if (!next() || !number(f.join_timeout)) return "--join-timeout expects a positive number of seconds";
+      f.join_timeout_given = true;
     } else if (a == "--as-rank") {
       f.as_rank = true;
     } else if (a == "--set") {
@@ -259,6 +262,28 @@ int launchRanks(const std::vector<std::string>& args, const RunFlags& f, std::st
   return rc;
 }
 
+// What every rank must have compiled alike: the laid-out graph, the spec's
+// model/mesh/train summary, and what the loader and the optimiser step read
+// beyond it. A data file is named by its file name: ranks on different
+// machines may mount it at other paths.
+std::string programText(const driver::Frontend& fe, const rt::TrainConfig& c) {
+  sema::Spec spec = fe.spec();
+  spec.file.clear();
+  std::string text = ir::printGraph(fe.graph(), true) + sema::summaryJson(spec);
+  for (const auto* split : {&c.train_fields, &c.eval_fields}) {
+    text += split == &c.train_fields ? "train:" : "eval:";
+    for (const rt::data::FieldSpec& d : *split) {
+      text += " " + d.name + "=" + d.source + "(" + d.path.substr(d.path.find_last_of('/') + 1) + ", " + d.key +
+              ", seq " + std::to_string(d.seq) + ", seed " + std::to_string(d.seed) + ")";
+      for (const rt::data::Transform& t : d.transforms) text += " " + std::string(1, t.op) + " " + std::to_string(t.value);
+    }
+    text += "\n";
+  }
+  text += "shuffle " + std::to_string(c.shuffle) + ", clip " + std::to_string(c.clip) + ", lr " +
+          std::to_string(c.optimizer.lr) + ", schedule " + c.schedule.name + "\n";
+  return text;
+}
+
 // A rank joins the job: the store, the same program on every rank (checked
 // by fingerprint), then one communicator per mesh axis — shared memory when
 // every rank is on this machine, Gloo over TCP otherwise.
@@ -271,7 +296,7 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
     failure = s.message;
     return false;
   }
-  std::string text = ir::printGraph(fe.graph(), true);
+  std::string text = programText(fe, config);
   uint64_t h = 1469598103934665603ull;
   for (char c : text) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
   char fp[32];
@@ -316,6 +341,11 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
   rt::comm::Store* raw = store.get();
   int rank = env.rank;
   config.on_step = [raw, rank](int64_t step) { rt::launch::reportStep(*raw, rank, step); };
+  config.confirm_params = [raw, env](const std::string& hash, std::string& why) {
+    rt::comm::Status st = rt::launch::checkAgreement(*raw, env, rt::launch::kSameParameters, hash, env.join_timeout);
+    if (!st.ok) why = st.message;
+    return st.ok;
+  };
   (void)f;
   return true;
 }
@@ -346,6 +376,8 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
       err += "dtlc run: " + env_err + "\n";
       return 2;
     }
+    // A rank started by hand (torchrun's variables, mpirun, Slurm) takes the flag too.
+    if (f.join_timeout_given && !f.as_rank) env.join_timeout = std::chrono::seconds(f.join_timeout);
   }
   driver::Frontend fe;
   driver::FrontendOptions opt;
