@@ -114,6 +114,13 @@ class Trainer {
     total_ = c_.steps > 0 ? c_.steps : c_.epochs * steps_per_epoch;
     int64_t start = 0;
     if (!c_.resume_dir.empty() && !resume(start)) return 1;
+    if (c_.confirm_params) {
+      std::string why;
+      if (!c_.confirm_params(paramsHash(), why)) {
+        err_ += why + "\n";
+        return 1;
+      }
+    }
     if (!c_.metrics_file.empty() && lead_) {
       io::Status s = metrics_.open(c_.metrics_file, start > 0);
       if (!s.ok) {
@@ -175,6 +182,29 @@ class Trainer {
     if (!epoch_end) return false;
     int64_t steps_per_epoch = train_loader_->stepsPerEpoch() / c_.accumulate;
     return (step / steps_per_epoch) % p.count == 0;
+  }
+
+  // FNV-1a over the paths and the values' bits, 64 bits at a time.
+  std::string paramsHash() const {
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&h](uint64_t w) { h = (h ^ w) * 1099511628211ull; };
+    for (const Param& p : params_) {
+      for (char ch : p.spec->path) mix(static_cast<uint8_t>(ch));
+      size_t n = p.value.size(), k = 0;
+      for (; k + 2 <= n; k += 2) {
+        uint64_t w;
+        std::memcpy(&w, &p.value[k], 8);
+        mix(w);
+      }
+      if (k < n) {
+        uint32_t w;
+        std::memcpy(&w, &p.value[k], 4);
+        mix(w);
+      }
+    }
+    char text[17];
+    std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
+    return text;
   }
 
   bool initFrom(const std::string& file) {
