@@ -349,7 +349,10 @@ class Trainer {
     auto [epoch, in_epoch] = train_loader_->cursor();
     json::Writer w;
     w.beginObject().key("step").value(step).key("epoch").value(epoch).key("step_in_epoch").value(in_epoch);
-    w.key("seed").value(static_cast<int64_t>(c_.seed)).key("model").value(c_.model).endObject();
+    w.key("seed").value(static_cast<int64_t>(c_.seed)).key("model").value(c_.model);
+    // The cursor counts global batches of this many samples; a run on another
+    // number of ranks converts it (resume()).
+    w.key("global_batch").value(c_.batch * c_.world).key("world").value(static_cast<int64_t>(c_.world)).endObject();
     c.state_json = w.str();
     io::Status s = io::CheckpointStore(c_.checkpoint_dir, c_.checkpoint_keep).save(c);
     if (!s.ok) {
@@ -388,9 +391,24 @@ class Trainer {
     }
     if (const data::Literal* e = state.get("epoch")) epoch = e->i;
     if (const data::Literal* e = state.get("step_in_epoch")) in_epoch = e->i;
+    // Written by a run with another global batch (another number of ranks or
+    // per-rank batch): continue at the same sample of the epoch's order.
+    int64_t global = c_.batch * c_.world;
+    if (const data::Literal* e = state.get("global_batch"); e && e->i != global && e->i > 0) {
+      int64_t samples = in_epoch * e->i;
+      if (samples % global != 0) {
+        err_ += "--resume " + c_.resume_dir + ": the checkpoint's run had a global batch of " + std::to_string(e->i) +
+                " and stopped after " + std::to_string(samples) + " samples of epoch " + std::to_string(epoch) +
+                ", which is not a whole number of this run's global batches of " + std::to_string(global) +
+                "\nhint: choose `batch` so that batch × ranks divides " + std::to_string(samples) +
+                " (the same global batch as before continues the run exactly)\n";
+        return false;
+      }
+      in_epoch = samples / global;
+    }
     train_loader_->seek(epoch, in_epoch);
     start = c.step;
-    std::fprintf(stdout, "resumed from %s at step %lld\n", c_.resume_dir.c_str(), static_cast<long long>(start));
+    if (lead_) std::fprintf(stdout, "resumed from %s at step %lld\n", c_.resume_dir.c_str(), static_cast<long long>(start));
     return true;
   }
 

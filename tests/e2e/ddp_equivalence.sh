@@ -37,6 +37,24 @@ for n in 2 3 4; do
     status=1
   fi
 done
+# A checkpoint from N ranks resumes on M ranks: 2 ranks train 10 steps and
+# checkpoint; 1 rank (batch 24) and 3 ranks (batch 8) continue from it with
+# the losses of the uninterrupted run (constant learning rate, so stopping at
+# 10 changes nothing else).
+sed 's/seed = 3/seed = 3\n  checkpoint "ck" every 10 steps/' s.dtl >ck.dtl
+"$dtlc" run ck.dtl --nproc 2 --set train.batch=12 --steps 10 >/dev/null
+for m in 1 3; do
+  rm -rf "ck$m"; cp -r ck "ck$m"
+  "$dtlc" run ck.dtl --nproc "$m" --set "train.batch=$((24 / m))" --resume "ck$m" \
+    --metrics "resumed$m.jsonl" >/dev/null 2>"resume$m.err" || { cat "resume$m.err"; status=1; }
+  if ! awk -v m="$m" -F'"loss": ' '
+      FNR == NR { if (FNR > 10) a[FNR - 10] = $2 + 0; next }
+      { b = $2 + 0; r = (a[FNR] - b) / a[FNR]; if (r < 0) r = -r; if (r > x) x = r; k++ }
+      END { printf "checkpoint of 2 ranks resumed on %d: steps 11-20, max relative difference %.2e\n", m, x; exit !(k == 10 && x <= 1e-5) }' \
+      one.jsonl "resumed$m.jsonl"; then
+    status=1
+  fi
+done
 # A two-layer GPT with AdamW: attention, layer norms, a tied output layer.
 cat > g.dtl <<'SPEC'
 model G {

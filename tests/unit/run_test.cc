@@ -128,6 +128,29 @@ TEST_F(Run, ResumeReproducesTheUninterruptedRunBitForBit) {
   EXPECT_EQ(n, 2);
 }
 
+// A checkpoint records its global batch; a run with another one (other ranks
+// or another per-rank batch) continues at the same sample of the epoch.
+TEST_F(Run, ResumeWithAnotherGlobalBatchContinuesAtTheSameSample) {
+  dataset();
+  write("s.dtl", spec("  checkpoint \"ck\" every 3 steps\n"));
+  std::string err;
+  ASSERT_EQ(run({path("s.dtl"), "--steps", "3"}, &err), 0) << err;  // 24 of the epoch's 64 samples
+  // Batch 4: 24 samples are 6 batches, so 10 more end the epoch (step 13);
+  // step 14 is the first of epoch 1.
+  ASSERT_EQ(run({path("s.dtl"), "--set", "train.batch=4", "--steps", "14", "--resume", path("ck"), "--metrics",
+                 path("m.jsonl")}, &err), 0) << err;
+  std::vector<double> epochs = losses("m.jsonl", "\"epoch\": ");
+  ASSERT_EQ(epochs.size(), 12u);  // steps 4-14 and the final evaluation
+  EXPECT_EQ(epochs[9], 0) << "step 13";
+  EXPECT_EQ(epochs[10], 1) << "step 14";
+  // Batch 5 cannot continue after 24 samples.
+  fs::remove_all(path("ck"));
+  ASSERT_EQ(run({path("s.dtl"), "--steps", "3"}, &err), 0) << err;
+  EXPECT_EQ(run({path("s.dtl"), "--set", "train.batch=5", "--resume", path("ck")}, &err), 1);
+  EXPECT_NE(err.find("global batch of 8 and stopped after 24 samples of epoch 0"), std::string::npos) << err;
+  EXPECT_NE(err.find("hint: choose `batch`"), std::string::npos) << err;
+}
+
 TEST_F(Run, NanLossStopsNamingTheStepAndKeepsTheLastCheckpoint) {
   dataset();
   write("s.dtl", spec("  checkpoint \"ck\" every 1 step\n", "sgd(lr = 1e30)", "relu"));
