@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # The Fashion-MNIST sample, shortened to one epoch, must reach at least 0.80
-# test accuracy. Runs a copy of the sample in a scratch folder so its
-# checkpoints do not land in the source tree.
+# test accuracy on one process, and the same accuracy (within 0.005) on two
+# ranks at half the per-rank batch (the same global batches). Runs a copy of
+# the sample in a scratch folder so its checkpoints do not land in the source
+# tree.
 set -euo pipefail
 dtlc=$1; src=$2; work=$3
 rm -rf "$work"; mkdir -p "$work"
 cp "$src/samples/fashion_mnist_mlp.dtl" "$work/"
+accuracy() { grep -o '"eval_accuracy": [0-9.e-]*' "$1" | tail -1 | awk '{print $2}'; }
 "$dtlc" run "$work/fashion_mnist_mlp.dtl" --set train.epochs=1 --metrics "$work/metrics.jsonl"
-acc=$(grep -o '"eval_accuracy": [0-9.e-]*' "$work/metrics.jsonl" | tail -1 | awk '{print $2}')
-echo "test accuracy after one epoch: $acc (need >= 0.80)"
-awk -v a="$acc" 'BEGIN { exit !(a >= 0.80) }'
+one=$(accuracy "$work/metrics.jsonl")
+echo "test accuracy after one epoch: $one (need >= 0.80)"
+"$dtlc" run "$work/fashion_mnist_mlp.dtl" --nproc 2 --set train.epochs=1 --set train.batch=64 \
+  --metrics "$work/metrics2.jsonl"
+two=$(accuracy "$work/metrics2.jsonl")
+echo "two ranks (batch 64 each): $two (need within 0.005 of $one)"
+awk -v a="$one" -v b="$two" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a >= 0.80 && d <= 0.005) }'
