@@ -37,7 +37,8 @@ class Frontend {
   const sema::Spec& spec() const { return spec_; }
   // The training graph (Stop::Ir: forward only; Stop::Grad: with backward and updates).
   const ir::Graph& graph() const { return graph_; }
-  // Stop::Plan: the laid-out graph's placements; what the layout could not do.
+  // Stop::Plan: the laid-out graph's placements; what the layout could not do
+  // (from Stop::Grad on, also settings this build cannot run yet).
   const layout::Layout& layout() const { return layout_; }
   const std::vector<std::string>& layoutErrors() const { return layout_errors_; }
   const sema::Program& program() const { return prog_; }
@@ -46,6 +47,7 @@ class Frontend {
  private:
   void lower(bool with_backward);
   void layOut();
+  void refuseUnbuilt();
 
   std::unique_ptr<diag::SourceManager> sources_;
   std::unique_ptr<diag::Diagnostics> diags_;

@@ -37,6 +37,29 @@ for n in 2 3 4; do
     status=1
   fi
 done
+# The same over Gloo (TCP), and as a job of two nodes (two launchers here,
+# one rank each, which also picks Gloo).
+compare() {  # label, metrics file: 20 steps within 1e-5 of one.jsonl
+  awk -v what="$1" -F'"loss": ' '
+      FNR == NR { a[FNR] = $2 + 0; next }
+      { b = $2 + 0; r = (a[FNR] - b) / a[FNR]; if (r < 0) r = -r; if (r > m) m = r; k++ }
+      END { printf "%s: %d steps, max relative difference %.2e\n", what, k, m; exit !(k == 20 && m <= 1e-5) }' \
+      one.jsonl "$2" || status=1
+}
+"$dtlc" run s.dtl --nproc 2 --backend gloo --set train.batch=12 --metrics gloo.jsonl >gloo.out
+grep -q "group of 2 ranks over gloo" gloo.out || { echo "--backend gloo did not use Gloo: $(cat gloo.out)"; status=1; }
+compare "2 ranks over Gloo" gloo.jsonl
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+export DTL_JOB_TOKEN=e2e-two-nodes
+"$dtlc" run s.dtl --nnodes 2 --node-rank 1 --master "127.0.0.1:$port" --set train.batch=12 >/dev/null 2>nodes1.err &
+node1=$!
+"$dtlc" run s.dtl --nnodes 2 --node-rank 0 --master "127.0.0.1:$port" --set train.batch=12 --metrics nodes.jsonl \
+  >nodes0.out 2>nodes0.err || { cat nodes0.err; status=1; }
+grep -q "group of 2 ranks over gloo" nodes0.out || { echo "two nodes did not use Gloo: $(cat nodes0.out)"; status=1; }
+wait "$node1" || { cat nodes1.err; status=1; }
+unset DTL_JOB_TOKEN
+compare "2 nodes of 1 rank" nodes.jsonl
+
 # A checkpoint from N ranks resumes on M ranks: 2 ranks train 10 steps and
 # checkpoint; 1 rank (batch 24) and 3 ranks (batch 8) continue from it with
 # the losses of the uninterrupted run (constant learning rate, so stopping at

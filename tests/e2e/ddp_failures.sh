@@ -60,6 +60,27 @@ else
   fi
 fi
 
+# 1b. With --max-restarts the launcher starts every rank again and they
+#     continue from the latest checkpoint: the job finishes, and the steps run
+#     twice have the same losses.
+sed 's/steps = 100000000/steps = 3000/; s/seed = 3/seed = 3\n  checkpoint "ck" every 50 steps keep 2/' s.dtl >restart.dtl
+"$dtlc" run restart.dtl --nproc 2 --max-restarts 1 --metrics restart.jsonl >restart.out 2>restart.err &
+launcher=$!
+for _ in $(seq 1 300); do [ -s ck/index.json ] && break; sleep 0.05; done
+victim=""
+for pid in $(pgrep -P "$launcher"); do
+  tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'RANK=1' && victim=$pid
+done
+[ -n "$victim" ] && kill -KILL "$victim"
+wait "$launcher"; rc=$?
+if [ -n "$victim" ] && [ "$rc" -eq 0 ] && grep -q "restart 1: resuming from" restart.out &&
+   awk -F'[:,] ' '/"loss"/ { s = $2 + 0; l = $6; if (s in seen && seen[s] != l) bad++; seen[s] = l; last = s }
+       END { exit !(last == 3000 && bad == 0) }' restart.jsonl; then
+  pass "restarted after a killed rank, resumed and finished: $(grep -m1 'restart 1' restart.out)"
+else
+  fail "restart: victim '$victim', exit $rc; $(tail -3 restart.out) $(cat restart.err)"
+fi
+
 # Ranks by hand: rank R of 2 with the given token; extra arguments go to dtlc.
 rank() {
   local r=$1 token=$2; shift 2

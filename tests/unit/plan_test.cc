@@ -55,6 +55,21 @@ TEST(Plan, OneRankSendsNothing) {
   EXPECT_NE(out.find("bytes sent per rank per step: 0 B"), std::string::npos) << out;
 }
 
+// Settings the language has but this build cannot run are refused by name,
+// never silently planned as something else.
+TEST(Plan, SettingsNotBuiltYetAreRefused) {
+  for (const auto& [set, name] : std::vector<std::pair<std::string, std::string>>{
+           {"parallel.zero=1", "`zero = 1`"},
+           {"parallel.reduce_dtype=bf16", "`reduce_dtype = bf16`"},
+           {"train.precision=bf16", "`precision = bf16`"}}) {
+    int rc = 0;
+    std::string err = plan({"--set", set}, &rc);
+    EXPECT_EQ(rc, 1) << set;
+    EXPECT_NE(err.find("dtlc plan: " + name), std::string::npos) << err;
+    EXPECT_NE(err.find("is not built yet"), std::string::npos) << err;
+  }
+}
+
 TEST(Plan, AutoNeedsAWorld) {
   std::string out, err;
   char cwd[4096];

@@ -229,6 +229,12 @@ TEST_F(Run, UsageErrors) {
   EXPECT_EQ(run({"x.dtl", "--nproc", "2"}, &err), 2);
   EXPECT_NE(err.find("--nproc starts ranks of the dtlc binary"), std::string::npos) << err;
   EXPECT_EQ(run({"x.dtl", "--kernels", "gpu"}, &err), 2);
+  EXPECT_EQ(run({"x.dtl", "--backend", "mpi"}, &err), 2);
+  EXPECT_EQ(err, "dtlc run: --backend is auto, shm or gloo, got 'mpi'\n");
+  EXPECT_EQ(run({"x.dtl", "--node-rank", "-1"}, &err), 2);
+  EXPECT_EQ(err, "dtlc run: --node-rank expects this node's number, from 0\n");
+  EXPECT_EQ(run({"x.dtl", "--nnodes", "0"}, &err), 2);
+  EXPECT_EQ(run({"x.dtl", "--max-restarts", "x"}, &err), 2);
 }
 
 }  // namespace

@@ -39,6 +39,15 @@ const char* const kRunHelp =
     "                       reference kernels (slow; for checking numerics)\n"
     "  --nproc N            ranks to start on this machine (data parallel: each\n"
     "                       reads its slice of every global batch)\n"
+    "  --nnodes K           machines in the job (with --node-rank and --master;\n"
+    "                       every node needs the same DTL_JOB_TOKEN exported)\n"
+    "  --node-rank R        this machine's number, 0 to K-1 (node 0 hosts the store)\n"
+    "  --master HOST:PORT   where node 0's store listens (default 127.0.0.1, a free port)\n"
+    "  --backend auto|shm|gloo\n"
+    "                       collectives: shared memory when every rank is on this\n"
+    "                       machine, Gloo over TCP otherwise (auto, the default)\n"
+    "  --max-restarts N     start every rank again up to N times after a failure\n"
+    "                       (one node; ranks resume from the checkpoint folder)\n"
     "  --join-timeout S     seconds a rank waits for the others (default 300)\n"
     "  -h, --help           this help\n"
     "\n"
@@ -48,7 +57,8 @@ namespace {
 
 struct RunFlags {
   std::string spec, init, resume, metrics, kernels = "fast";
-  int64_t steps = 0, nproc = 1, join_timeout = 300;
+  int64_t steps = 0, nproc = 1, join_timeout = 300, nnodes = 1, node_rank = 0, max_restarts = 0;
+  std::string master = "127.0.0.1:0", backend = "auto";
   bool as_rank = false;  // internal: started by the launcher
   bool join_timeout_given = false;
   std::vector<std::string> sets;
@@ -71,10 +81,10 @@ std::string parseRun(const std::vector<std::string>& args, RunFlags& f) {
       value = args[++i];
       return true;
     };
-    auto number = [&](int64_t& out) {
+    auto number = [&](int64_t& out, int64_t least = 1) {
       char* end = nullptr;
       long long n = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end || n < 1) return false;
+      if (value.empty() || *end || n < least) return false;
       out = n;
       return true;
     };
@@ -87,6 +97,20 @@ std::string parseRun(const std::vector<std::string>& args, RunFlags& f) {
     } else if (a == "--join-timeout") {
       if (!next() || !number(f.join_timeout)) return "--join-timeout expects a positive number of seconds";
       f.join_timeout_given = true;
+    } else if (a == "--nnodes") {
+      if (!next() || !number(f.nnodes)) return "--nnodes expects a positive number of nodes";
+    } else if (a == "--node-rank") {
+      if (!next() || !number(f.node_rank, 0)) return "--node-rank expects this node's number, from 0";
+    } else if (a == "--max-restarts") {
+      if (!next() || !number(f.max_restarts, 0)) return "--max-restarts expects a number from 0";
+    } else if (a == "--master") {
+      if (!next()) return "--master needs HOST:PORT";
+      f.master = value;
+    } else if (a == "--backend") {
+      if (!next()) return "--backend needs auto, shm or gloo";
+      f.backend = value;
+      if (value != "auto" && value != "shm" && value != "gloo")
+        return "--backend is auto, shm or gloo, got '" + value + "'";
     } else if (a == "--as-rank") {
       f.as_rank = true;
     } else if (a == "--set") {
@@ -255,6 +279,10 @@ int launchRanks(const std::vector<std::string>& args, const RunFlags& f, std::st
   for (const std::string& a : args) o.argv.push_back(a);
   o.argv.push_back("--as-rank");
   o.nproc = static_cast<int>(f.nproc);
+  o.nnodes = static_cast<int>(f.nnodes);
+  o.node_rank = static_cast<int>(f.node_rank);
+  o.master = f.master;
+  o.max_restarts = static_cast<int>(f.max_restarts);
   o.join_timeout = std::chrono::seconds(f.join_timeout);
   std::string launch_err;
   int rc = rt::launch::launch(o, launch_err);
@@ -320,13 +348,22 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
     g.size = static_cast<int>(axis.size);
     g.timeout = timeout;
     bool one_machine = env.local_world_size == env.world_size;
+    if (f.backend == "shm" && !one_machine) {
+      failure = "--backend shm needs every rank on one machine; this job has " + std::to_string(env.world_size) +
+                " ranks with " + std::to_string(env.local_world_size) + " on this one";
+      return false;
+    }
+    bool shm = f.backend == "shm" || (f.backend == "auto" && one_machine);
     std::unique_ptr<rt::comm::Communicator> c =
-        one_machine ? rt::comm::makeShmCommunicator(g, s) : rt::comm::makeGlooCommunicator(g, s);
+        shm ? rt::comm::makeShmCommunicator(g, s) : rt::comm::makeGlooCommunicator(g, s);
     if (!c || !s.ok) {
       failure = "cannot set up the `" + axis.name + "` group: " + s.message;
       return false;
     }
     config.comms[axis.name] = c.get();
+    if (env.rank == 0)
+      std::fprintf(stdout, "rank 0 of %d: `%s` group of %lld ranks over %s\n", env.world_size, axis.name.c_str(),
+                   static_cast<long long>(axis.size), c->backend());
     for (const sema::SplitSpec& sp : par.splits) {
       if (sp.dim == "batch" && sp.axis == axis.name) {
         config.rank = static_cast<int>(coord);
@@ -346,7 +383,6 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
     if (!st.ok) why = st.message;
     return st.ok;
   };
-  (void)f;
   return true;
 }
 
@@ -367,7 +403,7 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
     err += "dtlc run: no SPEC given\nusage: dtlc run SPEC [--steps N] [--set KEY=VALUE]… [--metrics FILE]\n";
     return 2;
   }
-  if (f.nproc > 1 && !f.as_rank) return launchRanks(args, f, err);
+  if ((f.nproc > 1 || f.nnodes > 1) && !f.as_rank) return launchRanks(args, f, err);
   rt::launch::RankEnv env;
   bool ranked = f.as_rank || rt::launch::rankEnvPresent([](const char* n) { return std::getenv(n); });
   if (ranked) {
@@ -403,6 +439,15 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
     return 1;
   }
   rt::TrainConfig config = makeConfig(fe, f);
+  // A rank the launcher started again after a failure continues from the
+  // job's latest checkpoint, when there is one.
+  if (ranked && env.restart_count > 0 && f.resume.empty() && !config.checkpoint_dir.empty() &&
+      access((config.checkpoint_dir + "/index.json").c_str(), R_OK) == 0) {
+    config.resume_dir = config.checkpoint_dir;
+    if (env.rank == 0)
+      std::fprintf(stdout, "restart %lld: resuming from %s\n", static_cast<long long>(env.restart_count),
+                   config.checkpoint_dir.c_str());
+  }
   std::shared_ptr<rt::comm::Store> store;
   std::vector<std::unique_ptr<rt::comm::Communicator>> comms;
   if (opt.world > 1) {
