@@ -66,9 +66,10 @@ compare "2 nodes of 1 rank" nodes.jsonl
 # 10 changes nothing else).
 sed 's/seed = 3/seed = 3\n  checkpoint "ck" every 10 steps/' s.dtl >ck.dtl
 "$dtlc" run ck.dtl --nproc 2 --set train.batch=12 --steps 10 >/dev/null
+mv ck ck_at_10
 for m in 1 3; do
-  rm -rf "ck$m"; cp -r ck "ck$m"
-  "$dtlc" run ck.dtl --nproc "$m" --set "train.batch=$((24 / m))" --resume "ck$m" \
+  rm -rf ck; cp -r ck_at_10 ck  # each resumed run adds its own checkpoint at step 20
+  "$dtlc" run ck.dtl --nproc "$m" --set "train.batch=$((24 / m))" --resume ck \
     --metrics "resumed$m.jsonl" >/dev/null 2>"resume$m.err" || { cat "resume$m.err"; status=1; }
   if ! awk -v m="$m" -F'"loss": ' '
       FNR == NR { if (FNR > 10) a[FNR - 10] = $2 + 0; next }

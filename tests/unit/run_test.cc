@@ -223,7 +223,7 @@ TEST_F(Run, UsageErrors) {
   std::string err;
   EXPECT_EQ(run({}, &err), 2);
   EXPECT_EQ(run({"x.dtl", "--steps", "0"}, &err), 2);
-  EXPECT_EQ(err, "dtlc run: --steps expects a positive number of steps\n");
+  EXPECT_EQ(err, "dtlc run: --steps expects a positive number of steps, got '0'\n");
   EXPECT_EQ(run({"x.dtl", "--nproc", "0"}, &err), 2);
   // Launching ranks needs the dtlc binary itself, never a test binary.
   EXPECT_EQ(run({"x.dtl", "--nproc", "2"}, &err), 2);
@@ -232,7 +232,7 @@ TEST_F(Run, UsageErrors) {
   EXPECT_EQ(run({"x.dtl", "--backend", "mpi"}, &err), 2);
   EXPECT_EQ(err, "dtlc run: --backend is auto, shm or gloo, got 'mpi'\n");
   EXPECT_EQ(run({"x.dtl", "--node-rank", "-1"}, &err), 2);
-  EXPECT_EQ(err, "dtlc run: --node-rank expects this node's number, from 0\n");
+  EXPECT_EQ(err, "dtlc run: --node-rank expects this node's number, from 0, got '-1'\n");
   EXPECT_EQ(run({"x.dtl", "--nnodes", "0"}, &err), 2);
   EXPECT_EQ(run({"x.dtl", "--max-restarts", "x"}, &err), 2);
 }

@@ -18,6 +18,8 @@
 #include "runtime/exec/trainer.h"
 #include "runtime/launch/launcher.h"
 #include "runtime/launch/rendezvous.h"
+#include "tools/dtlc/compile_spec.h"
+#include "tools/dtlc/flags.h"
 
 namespace dtl::cli {
 
@@ -66,70 +68,22 @@ struct RunFlags {
 };
 
 std::string parseRun(const std::vector<std::string>& args, RunFlags& f) {
-  for (size_t i = 1; i < args.size(); ++i) {
-    std::string a = args[i], value;
-    bool has_value = false;
-    size_t eq = a.find('=');
-    if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      has_value = true;
-    }
-    auto next = [&]() {
-      if (has_value) return true;
-      if (i + 1 >= args.size()) return false;
-      value = args[++i];
-      return true;
-    };
-    auto number = [&](int64_t& out, int64_t least = 1) {
-      char* end = nullptr;
-      long long n = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end || n < least) return false;
-      out = n;
-      return true;
-    };
-    if (a == "-h" || a == "--help") {
-      f.help = true;
-    } else if (a == "--steps") {
-      if (!next() || !number(f.steps)) return "--steps expects a positive number of steps";
-    } else if (a == "--nproc") {
-      if (!next() || !number(f.nproc)) return "--nproc expects a positive number of ranks";
-    } else if (a == "--join-timeout") {
-      if (!next() || !number(f.join_timeout)) return "--join-timeout expects a positive number of seconds";
-      f.join_timeout_given = true;
-    } else if (a == "--nnodes") {
-      if (!next() || !number(f.nnodes)) return "--nnodes expects a positive number of nodes";
-    } else if (a == "--node-rank") {
-      if (!next() || !number(f.node_rank, 0)) return "--node-rank expects this node's number, from 0";
-    } else if (a == "--max-restarts") {
-      if (!next() || !number(f.max_restarts, 0)) return "--max-restarts expects a number from 0";
-    } else if (a == "--master") {
-      if (!next()) return "--master needs HOST:PORT";
-      f.master = value;
-    } else if (a == "--backend") {
-      if (!next()) return "--backend needs auto, shm or gloo";
-      f.backend = value;
-      if (value != "auto" && value != "shm" && value != "gloo")
-        return "--backend is auto, shm or gloo, got '" + value + "'";
-    } else if (a == "--as-rank") {
-      f.as_rank = true;
-    } else if (a == "--set") {
-      if (!next()) return "--set needs KEY=VALUE";
-      f.sets.push_back(value);
-    } else if (a == "--init" || a == "--resume" || a == "--metrics" || a == "--kernels") {
-      if (!next()) return a + " needs a value";
-      (a == "--init" ? f.init : a == "--resume" ? f.resume : a == "--metrics" ? f.metrics : f.kernels) = value;
-      if (a == "--kernels" && value != "fast" && value != "reference")
-        return "--kernels is fast or reference, got '" + value + "'";
-    } else if (a.rfind("-", 0) == 0 && a.size() > 1) {
-      return "unknown option '" + args[i] + "' (see dtlc run --help)";
-    } else if (f.spec.empty()) {
-      f.spec = args[i];
-    } else {
-      return "more than one SPEC given: '" + f.spec + "' and '" + args[i] + "'";
-    }
-  }
-  return "";
+  return Flags("run")
+      .integer("--steps", f.steps, "a positive number of steps", 1, INT64_MAX)
+      .integer("--nproc", f.nproc, "a positive number of ranks", 1, 4096)
+      .integer("--join-timeout", f.join_timeout, "a positive number of seconds", 1, 1000000000, &f.join_timeout_given)
+      .integer("--nnodes", f.nnodes, "a positive number of nodes", 1, 100000)
+      .integer("--node-rank", f.node_rank, "this node's number, from 0", 0, 100000)
+      .integer("--max-restarts", f.max_restarts, "a number from 0", 0, 1000000)
+      .text("--master", f.master, "HOST:PORT")
+      .text("--backend", f.backend, "", {"auto", "shm", "gloo"})
+      .toggle("--as-rank", f.as_rank)
+      .list("--set", f.sets, "KEY=VALUE")
+      .text("--init", f.init, "a safetensors file")
+      .text("--resume", f.resume, "a checkpoint folder")
+      .text("--metrics", f.metrics, "a file")
+      .text("--kernels", f.kernels, "", {"fast", "reference"})
+      .parse(args, f.spec, f.help);
 }
 
 // "normal(std = 0.02, mean = 0)" → kind and arguments.
@@ -421,23 +375,13 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
   opt.world = ranked ? env.world_size : 1;
   // One rank runs the plain training graph; several run it laid out on the
   // mesh, with the collectives the layout pass derived.
-  int status = fe.run(f.spec, opt, opt.world > 1 ? driver::Stop::Plan : driver::Stop::Grad);
-  if (status == 2) {
-    for (const std::string& u : fe.usageErrors()) err += "dtlc run: " + u + "\n";
-    return 2;
-  }
-  if (status != 0) {
-    err += fe.diagnostics().render();
-    return 1;
-  }
+  if (int rc = compileSpec(fe, "run", f.spec, opt, opt.world > 1 ? driver::Stop::Plan : driver::Stop::Grad, err); rc != 0)
+    return rc;
   if (!fe.spec().data.present) {
     err += "dtlc run: " + f.spec + " has no `data` block; add one, e.g. `data { train { synthetic(seed = 1) } }`\n";
     return 1;
   }
-  if (!fe.layoutErrors().empty()) {
-    for (const std::string& e : fe.layoutErrors()) err += "dtlc run: " + e + "\n";
-    return 1;
-  }
+  if (int rc = refusals(fe, "run", err); rc != 0) return rc;
   rt::TrainConfig config = makeConfig(fe, f);
   // A rank the launcher started again after a failure continues from the
   // job's latest checkpoint, when there is one.

@@ -1,0 +1,53 @@
+// One command line parser for every dtlc command: each command declares its
+// flags (name, where the value goes, what it may be) and gets the same
+// behaviour — `--flag value` and `--flag=value`, -h/--help, one SPEC, and the
+// same wording for every mistake ("--world expects a positive number of
+// ranks, got 'x'", "unknown option '--bogus' (see dtlc plan --help)").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtl::cli {
+
+class Flags {
+ public:
+  explicit Flags(std::string command) : command_(std::move(command)) {}
+
+  // A flag that takes no value.
+  Flags& toggle(const std::string& name, bool& out);
+  // A string; `choices` (when not empty) are all it may be, and `what` says
+  // what it is when the value is missing ("a stage").
+  Flags& text(const std::string& name, std::string& out, const std::string& what,
+              const std::vector<std::string>& choices = {});
+  // A repeatable string flag (--set KEY=VALUE).
+  Flags& list(const std::string& name, std::vector<std::string>& out, const std::string& what);
+  // An integer in [least, most]; `what` completes "NAME expects …"
+  // ("a positive number of ranks"). `given` (optional) is set when it appears.
+  Flags& integer(const std::string& name, int64_t& out, const std::string& what, int64_t least, int64_t most,
+                 bool* given = nullptr);
+
+  // Parses args[1..] (args[0] is the command). Returns "" or the message
+  // for the user (without the "dtlc COMMAND: " prefix). -h/--help sets
+  // `help` and stops.
+  std::string parse(const std::vector<std::string>& args, std::string& spec, bool& help) const;
+
+ private:
+  enum class Kind { Toggle, Text, List, Integer };
+  struct Flag {
+    std::string name;
+    Kind kind;
+    void* out;
+    std::string what;
+    std::vector<std::string> choices;
+    int64_t least = 0, most = 0;
+    bool* given = nullptr;
+  };
+  std::string take(const Flag& f, const std::string& value) const;
+
+  std::string command_;
+  std::vector<Flag> flags_;
+};
+
+}  // namespace dtl::cli
