@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmarks (not tests): runs bench/mlp_vs_torch.py, bench/fashion_vs_torch.py,
-# bench/gpt_step_vs_torch.py and bench/check_gpt2.sh, then prints one summary
-# table with the dtl / PyTorch ratios. See bench/README.md for how to read it.
+# bench/gpt_step_vs_torch.py, bench/ddp_vs_torch.py and bench/check_gpt2.sh,
+# then prints one summary table with the dtl / PyTorch ratios. See
+# bench/README.md for how to read it.
 #
 #   bench/run_all.sh                 # full run: ~15-25 min on the 2-core machine
 #   QUICK=1 bench/run_all.sh         # smoke run: fewer rounds, steps and epochs
@@ -47,11 +48,13 @@ if [[ "${QUICK:-0}" != 0 ]]; then
   mlp_args=(--rounds 1 --steps 20 --warmup 5)
   fashion_args=(--rounds 1 --epochs 1 --threads 1)
   gpt_args=(--rounds 1 --steps 1 --warmup 1 --threads 1)
+  ddp_args=(--rounds 1 --steps 10 --warmup 3)
   check_runs=10
 else
   mlp_args=(--rounds 3 --dtl-passive)
   fashion_args=(--rounds 2 --epochs 4 --dtl-passive)
   gpt_args=(--rounds 2 --steps 3 --warmup 1 --dtl-passive)
+  ddp_args=(--rounds 3 --dtl-one-core)
   check_runs=50
 fi
 
@@ -71,6 +74,7 @@ run() {  # name, command...
 run mlp_vs_torch $PY bench/mlp_vs_torch.py "${mlp_args[@]}" "${ob[@]}" --json "$OUT/mlp_vs_torch.json"
 run fashion_vs_torch $PY bench/fashion_vs_torch.py "${fashion_args[@]}" "${ob[@]}" --json "$OUT/fashion_vs_torch.json"
 run gpt_step_vs_torch $PY bench/gpt_step_vs_torch.py "${gpt_args[@]}" "${ob[@]}" --json "$OUT/gpt_step_vs_torch.json"
+run ddp_vs_torch $PY bench/ddp_vs_torch.py "${ddp_args[@]}" "${ob[@]}" --json "$OUT/ddp_vs_torch.json"
 run check_gpt2 env RUNS=$check_runs DTLC="$DTLC" bash bench/check_gpt2.sh
 echo "load at end (1/5/15 min, runnable/threads): $(cut -d" " -f1-4 /proc/loadavg)"
 
@@ -78,7 +82,7 @@ $PY - "$OUT" <<'PY'
 import json, os, re, sys
 out = sys.argv[1]
 rows = []
-for name in ('mlp_vs_torch', 'fashion_vs_torch', 'gpt_step_vs_torch'):
+for name in ('mlp_vs_torch', 'fashion_vs_torch', 'gpt_step_vs_torch', 'ddp_vs_torch'):
     p = os.path.join(out, name + '.json')
     if not os.path.exists(p):
         rows.append((name, '-', '-', '-', 'failed', '', ''))
@@ -97,6 +101,11 @@ for name in ('mlp_vs_torch', 'fashion_vs_torch', 'gpt_step_vs_torch'):
             '%.0f' % rss['dtl'] if rss.get('dtl') else '?',
             '%.0f' % max(v for k, v in rss.items() if not k.startswith('dtl') and v)
             if any(not k.startswith('dtl') and v for k, v in rss.items()) else '?')
+    elif name == 'ddp_vs_torch':
+        sc, lr = r['scaling'], r['loss_max_rel_diff']
+        note = ('dtl 2 ranks vs PyTorch DDP 2 procs; scaling 2/1 rank: dtl %.2f, PyTorch %.2f (ideal 2.0); '
+                'dtl losses 2 vs 1 rank: max rel. diff %s; goal >= 2x' % (
+                    sc['dtl']['best'], sc['torch']['best'], '?' if lr is None else '%.1e' % lr))
     if 'dtl_passive' in r['labels']:
         rounds = r['rounds']
         pick = max if r['higher_is_better'] else min
