@@ -4,6 +4,7 @@
 // schedule, periods) and calls rt::train.
 #include "tools/dtlc/run_command.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -154,6 +155,16 @@ std::vector<rt::data::FieldSpec> fields(const sema::Spec& spec, const std::strin
   return out;
 }
 
+// The cores this process may run on: its affinity mask (taskset, a cgroup
+// cpuset, Slurm's binding), not every core of the machine — more GEMM threads
+// than cores would time-slice each other.
+int usableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 rt::Period period(const sema::Every& e) { return rt::Period{e.present ? e.count : 0, e.unit == "epochs"}; }
 
 rt::TrainConfig makeConfig(const driver::Frontend& fe, const RunFlags& f) {
@@ -213,7 +224,7 @@ rt::TrainConfig makeConfig(const driver::Frontend& fe, const RunFlags& f) {
   c.resume_dir = f.resume;
   c.metrics_file = f.metrics;
   c.reference_kernels = f.kernels == "reference";
-  c.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  c.threads = usableCores();
   return c;
 }
 
@@ -328,7 +339,7 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
     stride *= axis.size;
   }
   // Ranks sharing this machine share its cores: no oversubscription.
-  config.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, env.local_world_size));
+  config.threads = std::max(1, usableCores() / std::max(1, env.local_world_size));
   rt::comm::Store* raw = store.get();
   int rank = env.rank;
   config.on_step = [raw, rank](int64_t step) { rt::launch::reportStep(*raw, rank, step); };
