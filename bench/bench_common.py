@@ -211,6 +211,47 @@ def op_counts(grad_text):
 OPENBLAS_DEFAULT = '/usr/lib/x86_64-linux-gnu/openblas-pthread'
 
 
+MLP_SPEC = os.path.join(HERE, 'specs', 'mlp_bench.dtl')
+
+
+def mlp_data(tmp, samples=2048, features=784, classes=10):
+    """The MLP benchmarks' training set, the same for dtl and PyTorch: x
+    f32[samples, features] ~ N(0, 1) and label i32[samples] (numpy, fixed
+    seed) as tmp/x.npy and tmp/label.npy, and tmp/mlp_bench.dtl, a copy of
+    specs/mlp_bench.dtl that reads them in order (shuffle off). Neither side
+    makes data inside the timed steps: PyTorch slices the arrays, dtl's loader
+    copies its batches (dtl's `synthetic` source computes its samples per step,
+    work PyTorch's fixed tensors never do). Returns the spec's path."""
+    import numpy as np
+    rng = np.random.default_rng(1)
+    np.save(os.path.join(tmp, 'x.npy'), rng.standard_normal((samples, features), dtype=np.float32))
+    np.save(os.path.join(tmp, 'label.npy'), rng.integers(0, classes, samples, dtype=np.int32))
+    with open(MLP_SPEC) as f:
+        text = f.read()
+    old = 'train { synthetic(seed = 1) }'
+    if old not in text:
+        sys.exit('%s: expected `%s` in its data block' % (MLP_SPEC, old))
+    text = text.replace(old, 'train { x = npy("x.npy"); label = npy("label.npy") }\n  shuffle = false')
+    spec = os.path.join(tmp, 'mlp_bench.dtl')
+    with open(spec, 'w') as f:
+        f.write(text)
+    return spec
+
+
+def mlp_batches(tmp, batch, rank=0, world=1):
+    """The batches of mlp_data() as torch tensors, in dtl's order: global batch
+    g holds samples [g*B*W, (g+1)*B*W), rank r the r-th block of B."""
+    import numpy as np
+    import torch
+    x = torch.from_numpy(np.load(os.path.join(tmp, 'x.npy')))
+    y = torch.from_numpy(np.load(os.path.join(tmp, 'label.npy'))).long()
+    out = []
+    for g in range(x.shape[0] // (batch * world)):
+        lo = (g * world + rank) * batch
+        out.append((x[lo:lo + batch], y[lo:lo + batch]))
+    return out
+
+
 def openblas_dir(arg=None):
     for d in (arg, os.environ.get('DTL_BENCH_OPENBLAS'), OPENBLAS_DEFAULT):
         if d and os.path.exists(os.path.join(d, 'libblas.so.3')):
@@ -230,6 +271,9 @@ def torch_configs(openblas, threads=(1, 2), system_blas=False):
     for bk, bl, d in blases:
         for t in threads:
             env = dict(os.environ)
+            # torch.set_num_threads does not reach a pthreads OpenBLAS: left
+            # alone it starts a BLAS thread per core in every process.
+            env['OPENBLAS_NUM_THREADS'] = env['OMP_NUM_THREADS'] = str(t)
             if d:
                 env['LD_LIBRARY_PATH'] = d + (':' + env['LD_LIBRARY_PATH'] if env.get('LD_LIBRARY_PATH') else '')
             out.append(('torch_%s_%d' % (bk, t), 'PyTorch %s, %d thread%s' % (bl, t, '' if t == 1 else 's'), t, env))

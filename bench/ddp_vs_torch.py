@@ -9,6 +9,10 @@ Model: relu MLP 784-1024-1024-10, cross-entropy, SGD lr 0.01 momentum 0.9,
 f32 (bench/specs/mlp_bench.dtl), **global batch 256**: 256 on one rank, 128
 per rank on two.
 
+Both sides train on the same fixed 2,048 random samples, in dtl's order
+(bench_common.mlp_data: .npy files dtl's loader reads; PyTorch slices the
+same arrays, rank r taking the r-th half of each global batch).
+
 Each round runs, as separate processes and in a rotating order:
   - dtl, 1 rank:  `dtlc run SPEC --steps W+S --metrics FILE` (batch 256);
   - dtl, 2 ranks: `dtlc run SPEC --nproc 2 --set train.batch=128 --steps W+S
@@ -80,7 +84,7 @@ def openblas_threads():
     return None
 
 
-def torch_worker(world, warmup, steps):
+def torch_worker(world, warmup, steps, data_dir):
     """One PyTorch process: world 1 a plain model on the whole batch; world > 1
     one DDP rank (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the
     environment) on its share of the global batch. Rank 0 prints a JSON line."""
@@ -102,11 +106,12 @@ def torch_worker(world, warmup, steps):
     if world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    g = torch.Generator().manual_seed(1000 + rank)
-    x = torch.randn(GLOBAL_BATCH // world, FEATURES, generator=g)
-    y = torch.randint(0, CLASSES, (GLOBAL_BATCH // world,), generator=g)
+    batches = bc.mlp_batches(data_dir, GLOBAL_BATCH // world, rank, world)
+    n = [0]
 
     def step():
+        x, y = batches[n[0] % len(batches)]
+        n[0] += 1
         opt.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(x), y)
         loss.backward()
@@ -152,7 +157,7 @@ def run_torch(job, warmup, steps, tmp):
     once); returns rank 0's JSON line."""
     world = job['world']
     cmd = ['/usr/bin/python3', os.path.abspath(__file__), '--torch-worker', str(world),
-           '--warmup', str(warmup), '--steps', str(steps)]
+           '--warmup', str(warmup), '--steps', str(steps), '--data', tmp]
     if world == 1:
         _, r = bc.run(cmd, env=job['env'])
         return json.loads(r.stdout.strip().splitlines()[-1])
@@ -196,7 +201,7 @@ def run_dtl(dtlc, job, warmup, steps, tmp):
     metrics = os.path.join(tmp, 'ddp_metrics.jsonl')
     if os.path.exists(metrics):
         os.remove(metrics)
-    cmd = [dtlc, 'run', SPEC, '--steps', str(warmup + steps), '--metrics', metrics]
+    cmd = [dtlc, 'run', os.path.join(tmp, 'mlp_bench.dtl'), '--steps', str(warmup + steps), '--metrics', metrics]
     if job['nproc'] > 1:
         cmd += ['--nproc', str(job['nproc']), '--set', 'train.batch=%d' % (GLOBAL_BATCH // job['nproc'])]
     cmd = job.get('prefix', []) + cmd
@@ -234,9 +239,10 @@ def main():
     ap.add_argument('--dtlc', default=None)
     ap.add_argument('--json', default=None, help='write the results here (for run_all.sh)')
     ap.add_argument('--torch-worker', type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument('--data', default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_worker is not None:
-        return torch_worker(args.torch_worker, args.warmup, args.steps)
+        return torch_worker(args.torch_worker, args.warmup, args.steps, args.data)
 
     dtlc = bc.dtlc_path(args.dtlc)
     ob = bc.openblas_dir(args.openblas)
@@ -284,6 +290,7 @@ def main():
     blas = {}
     loads = [bc.loadavg()]
     with tempfile.TemporaryDirectory(prefix='dtl_bench_ddp_') as tmp:
+        bc.mlp_data(tmp)
         for r in range(args.rounds):
             k = r % len(jobs)
             for job in jobs[k:] + jobs[:k]:

@@ -6,9 +6,9 @@
                                           [--json OUT]
 
 Model: relu MLP 784-1024-1024-10, cross-entropy, batch 256, SGD lr 0.01
-momentum 0.9, f32 (bench/specs/mlp_bench.dtl). dtl trains on
-`synthetic(seed = 1)` data; PyTorch (nn.Linear layers) on random tensors made
-once.
+momentum 0.9, f32 (bench/specs/mlp_bench.dtl). Both train on the same fixed
+2,048 random samples, in order (bench_common.mlp_data: .npy files dtl's
+loader reads; PyTorch slices the same arrays).
 
 Each round runs, as separate processes and in a rotating order: dtl, then
 PyTorch with 1 and with 2 threads (torch.set_num_threads), on OpenBLAS when a
@@ -43,7 +43,7 @@ BATCH, FEATURES, H1, H2, CLASSES = 256, 784, 1024, 1024, 10
 PEAK_1CORE = 134.0
 
 
-def torch_worker(threads, warmup, steps):
+def torch_worker(threads, warmup, steps, data_dir):
     import torch
     import torch.nn.functional as F
     torch.set_num_threads(threads)
@@ -54,10 +54,12 @@ def torch_worker(threads, warmup, steps):
         torch.nn.Linear(H1, H2), torch.nn.ReLU(),
         torch.nn.Linear(H2, CLASSES))
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = torch.randn(BATCH, FEATURES)
-    y = torch.randint(0, CLASSES, (BATCH,))
+    batches = bc.mlp_batches(data_dir, BATCH)
+    n = [0]
 
     def step():
+        x, y = batches[n[0] % len(batches)]
+        n[0] += 1
         opt.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(x), y)
         loss.backward()
@@ -73,10 +75,10 @@ def torch_worker(threads, warmup, steps):
     print(json.dumps({'threads': torch.get_num_threads(), 'step_s': dt / steps, 'blas': lib, 'mm_gflops': mm}))
 
 
-def run_torch(cfg, warmup, steps):
+def run_torch(cfg, warmup, steps, data_dir):
     _, label, threads, env = cfg
     _, r = bc.run(['/usr/bin/python3', os.path.abspath(__file__), '--torch-worker', str(threads),
-                   '--warmup', str(warmup), '--steps', str(steps)], env=env)
+                   '--warmup', str(warmup), '--steps', str(steps), '--data', data_dir], env=env)
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
@@ -84,7 +86,7 @@ def run_dtl(dtlc, warmup, steps, tmp, env=None):
     metrics = os.path.join(tmp, 'mlp_metrics.jsonl')
     if os.path.exists(metrics):
         os.remove(metrics)
-    wall, _ = bc.run_dtlc([dtlc, 'run', SPEC, '--steps', str(warmup + steps), '--metrics', metrics],
+    wall, _ = bc.run_dtlc([dtlc, 'run', os.path.join(tmp, 'mlp_bench.dtl'), '--steps', str(warmup + steps), '--metrics', metrics],
                           metrics, warmup + steps, cwd=tmp, env=env)
     st, _ = bc.read_metrics(metrics)
     return bc.steady_step_time(st, BATCH, warmup, warmup + steps), wall
@@ -103,9 +105,10 @@ def main():
     ap.add_argument('--dtlc', default=None)
     ap.add_argument('--json', default=None, help='write the results here (for run_all.sh)')
     ap.add_argument('--torch-worker', type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument('--data', default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_worker is not None:
-        return torch_worker(args.torch_worker, args.warmup, args.steps)
+        return torch_worker(args.torch_worker, args.warmup, args.steps, args.data)
 
     dtlc = bc.dtlc_path(args.dtlc)
     grad = subprocess.run([dtlc, 'check', SPEC, '--emit=grad'], capture_output=True, text=True, check=True).stdout
@@ -130,6 +133,7 @@ def main():
     walls = []
     loads = [bc.loadavg()]
     with tempfile.TemporaryDirectory(prefix='dtl_bench_mlp_') as tmp:
+        bc.mlp_data(tmp)
         for r in range(args.rounds):
             jobs = dcfgs + cfgs
             k = r % len(jobs)
@@ -140,7 +144,7 @@ def main():
                     if job[0] == 'dtl':
                         walls.append(wall)
                 else:
-                    out = run_torch(job, args.warmup, args.steps)
+                    out = run_torch(job, args.warmup, args.steps, tmp)
                     res[job[0]].append(1.0 / out['step_s'])
                     blas[job[0]] = '%s (1024^3 SGEMM %.0f GFLOP/s, %d thread(s))' % (
                         out['blas'], out['mm_gflops'], job[2])
