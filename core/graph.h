@@ -55,7 +55,8 @@ enum class Op {
   AttentionGrad,  // inputs: q, k, v, dy; index = 0|1|2 (which of q, k, v)
   CrossEntropyGrad,  // inputs: logits, labels, dy (scalar); names[0]
   DropoutGrad,    // inputs: dy; scalar = p (same mask as the forward, by node seed)
-  SliceGrad,      // inputs: g (one copy); this node = full stacked shape, zeros but copy `index`
+  SliceGrad,      // inputs: g_0 … g_k-1, the gradients of copies index … index+k-1 along names[0] (copy
+                  // shape each); this node = the full stacked shape, those copies in place, zeros elsewhere
   // optimiser
   Update,         // inputs: param, grad; name = param path; applies the train block's optimiser
   // communication, inserted by the layout pass (compiler/layout) where a

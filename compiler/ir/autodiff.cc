@@ -4,11 +4,17 @@
 // 2. Seed d(loss) = 1 and visit the forward nodes in reverse order; each
 //    marked node's gradient (the sum of its consumers' contributions) is
 //    pushed to its inputs by the node's rule below.
-// 3. Parameter gradients are summed per path (a stacked parameter gets one
-//    slice_grad per copy) and recorded in g.grads in forward order of the
-//    parameters, so printing and bucketing are deterministic.
+// 3. Parameter gradients are summed per path and recorded in g.grads in
+//    forward order of the parameters, so printing and bucketing are
+//    deterministic. A stacked parameter is read per copy through a chain of
+//    slices (lowering: param → slice → slice … one chain per copy); the
+//    gradients of its copies are not scattered one by one into full-size
+//    zero tensors but gathered, per stacked dim, into one slice_grad whose
+//    inputs are the copies' gradients in copy order (the executor lets each
+//    copy's producer write straight into its block of that one buffer).
 #include "compiler/ir/autodiff.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -40,12 +46,22 @@ class Backward {
       if (grad_[i] < 0 || !needs_[i]) continue;
       visit(i);
     }
-    // Parameters in forward order; contributions summed.
+    std::map<std::string, int> stacked = emitStacks();
+    // Parameters in forward order: the gathered copies first, then any
+    // direct contributions, summed.
     std::map<std::string, int> sum;
     std::vector<std::string> order;
     for (int i = 0; i < end; ++i) {
       const Node& n = g_[i];
-      if (n.op != Op::Param || grad_[i] < 0) continue;
+      if (n.op != Op::Param) continue;
+      if (!sum.count(n.name)) {
+        auto st = stacked.find(n.name);
+        if (st != stacked.end()) {
+          order.push_back(n.name);
+          sum[n.name] = st->second;
+        }
+      }
+      if (grad_[i] < 0) continue;
       if (!sum.count(n.name)) order.push_back(n.name);
       sum[n.name] = sum.count(n.name) ? add(sum[n.name], grad_[i]) : grad_[i];
     }
@@ -53,6 +69,89 @@ class Backward {
   }
 
  private:
+  // The copies' gradients of one stacked value along one dim.
+  struct Stack {
+    int src = -1;     // a node holding the stacked value (the first Param of the path)
+    std::string dim;
+    int depth = 0;    // slices between the parameter and `src`
+    std::map<int64_t, int> copies;  // copy index → its gradient (contributions summed)
+  };
+
+  // The parameter path a node reads, with the copy of each stack dim sliced
+  // on the way ("blocks.w[layers=3]"), or "" when it is not a parameter or a
+  // slice chain of one.
+  std::string paramKey(int id, int* depth) const {
+    const Node& n = g_[id];
+    if (n.op == Op::Param) {
+      *depth = 0;
+      return n.name;
+    }
+    if (n.op != Op::Slice || n.names.empty()) return "";
+    std::string in = paramKey(n.inputs[0], depth);
+    if (in.empty()) return "";
+    ++*depth;
+    return in + "[" + n.names[0] + "=" + std::to_string(n.index) + "]";
+  }
+
+  void gather(int src, const std::string& dim, int64_t index, int grad) {
+    int depth = 0;
+    std::string key = paramKey(src, &depth);
+    Stack& s = stacks_[{key, dim}];
+    if (s.src < 0 || src < s.src) s.src = src;
+    s.dim = dim;
+    s.depth = depth;
+    auto it = s.copies.find(index);
+    if (it == s.copies.end()) s.copies[index] = grad;
+    else it->second = add(it->second, grad);
+  }
+
+  // One slice_grad per gathered stack, deepest (innermost stack dim) first,
+  // each level in forward order of its source; an inner stack is the
+  // gradient of one copy of the level above. Returns the parameter-level
+  // stacks by path.
+  std::map<std::string, int> emitStacks() {
+    std::map<std::string, int> by_path;
+    int max_depth = 0;
+    for (const auto& [key, s] : stacks_) max_depth = std::max(max_depth, s.depth);
+    for (int depth = max_depth; depth >= 0; --depth) {
+      std::vector<Stack> level;
+      for (const auto& [key, s] : stacks_)
+        if (s.depth == depth) level.push_back(s);
+      std::sort(level.begin(), level.end(), [](const Stack& a, const Stack& b) {
+        return a.src != b.src ? a.src < b.src : a.dim < b.dim;
+      });
+      for (const Stack& s : level) {
+        const Node src = g_[s.src];  // copy: g_.add may reallocate
+        // Copies [first, last] in order; a copy without a gradient reads zeros.
+        int64_t first = s.copies.begin()->first, last = s.copies.rbegin()->first;
+        std::vector<int> inputs;
+        for (int64_t c = first; c <= last; ++c) {
+          auto it = s.copies.find(c);
+          if (it != s.copies.end()) {
+            inputs.push_back(it->second);
+            continue;
+          }
+          Node z = like(src, Op::Const);
+          z.shape.dims.erase(z.shape.dims.begin() + src.shape.find(s.dim));
+          z.scalar = 0;
+          inputs.push_back(g_.add(std::move(z)));
+        }
+        Node sg = like(src, Op::SliceGrad);
+        sg.inputs = std::move(inputs);
+        sg.names = {s.dim};
+        sg.index = first;
+        sg.name = src.name;
+        int id = g_.add(std::move(sg));
+        if (src.op == Op::Param) {
+          by_path[src.name] = id;
+        } else {  // the gradient of one copy of the enclosing stack
+          gather(src.inputs[0], src.names[0], src.index, id);
+        }
+      }
+    }
+    return by_path;
+  }
+
   Node like(const Node& of, Op op) {
     Node n;
     n.op = op;
@@ -116,6 +215,11 @@ class Backward {
       case Op::Argmax:
         return;
       case Op::Slice: {
+        int depth = 0;
+        if (!paramKey(n.inputs[0], &depth).empty()) {  // a copy of a stacked parameter
+          gather(n.inputs[0], n.names[0], n.index, gy);
+          return;
+        }
         Node s = like(g_[n.inputs[0]], Op::SliceGrad);
         s.inputs = {gy};
         s.names = n.names;
@@ -270,6 +374,7 @@ class Backward {
   Graph& g_;
   std::vector<int> grad_;
   std::vector<bool> needs_;
+  std::map<std::pair<std::string, std::string>, Stack> stacks_;  // (param key, dim) → copies
 };
 
 }  // namespace

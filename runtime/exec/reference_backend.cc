@@ -69,10 +69,15 @@ ref::Tensor slice(const ref::Tensor& x, const Node& n) {
   return y;
 }
 
-ref::Tensor sliceGrad(const ref::Tensor& g, const Node& n) {
-  ref::Tensor y = ref::Tensor::zeros(n.shape, g.dtype);
-  std::vector<int64_t> off = copyOffsets(n.shape, n.names.at(0), n.index);
-  for (size_t k = 0; k < off.size(); ++k) y.f[off[k]] = g.f[k];
+// Copies index … index+k-1 from the k inputs; zeros elsewhere.
+ref::Tensor sliceGrad(const std::vector<ref::Tensor>& g, const Node& n) {
+  DTL_REF_CHECK(!g.empty(), "slice_grad without inputs");
+  ref::Tensor y = ref::Tensor::zeros(n.shape, g[0].dtype);
+  for (size_t c = 0; c < g.size(); ++c) {
+    std::vector<int64_t> off = copyOffsets(n.shape, n.names.at(0), n.index + static_cast<int64_t>(c));
+    DTL_REF_CHECK(static_cast<int64_t>(off.size()) == g[c].numel(), "slice_grad input " + g[c].shape.str());
+    for (size_t k = 0; k < off.size(); ++k) y.f[off[k]] = g[c].f[k];
+  }
   return y;
 }
 
@@ -118,7 +123,7 @@ ref::Tensor runPlain(const Node& n, const std::vector<ref::Tensor>& x, const Run
   switch (n.op) {
     case Op::Const: return ref::alignTo(ref::Tensor::scalar(n.scalar, n.dtype), n.shape);
     case Op::Slice: return slice(x[0], n);
-    case Op::SliceGrad: return sliceGrad(x[0], n);
+    case Op::SliceGrad: return sliceGrad(x, n);
     case Op::Align: return ref::alignTo(x[0], n.shape);
     case Op::ReduceTo: return ref::sumTo(x[0], n.shape);
     case Op::Unary: return ref::unary(unaryOf(n), x[0]);

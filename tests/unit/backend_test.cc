@@ -38,7 +38,29 @@ class BackendTest : public ::testing::Test {
     EXPECT_TRUE(r.status.ok) << r.status.message;
     EXPECT_TRUE(f.status.ok) << f.status.message;
     EXPECT_TRUE(close(f.out, r.out, rtol)) << ir::opName(n.op) << " " << n.fn << " " << n.shape.str();
+    // The executor does not zero its buffers: both backends must write every
+    // output element whatever the buffer held before.
+    for (Backend* be : {ref_.get(), fast_.get()}) {
+      Outcome p = runPoisoned(*be, n, in);
+      if (!p.status.ok) continue;
+      EXPECT_TRUE(close(p.out, be == ref_.get() ? r.out : f.out, 0, 0))
+          << be->name() << " leaves output elements unwritten: " << ir::opName(n.op) << " " << n.fn << " "
+          << n.shape.str();
+    }
     return r.out;
+  }
+  // runNode into an output buffer full of garbage (NaN, or a large integer).
+  Outcome runPoisoned(Backend& be, const Node& n, std::vector<Buf*> in) {
+    std::vector<TensorView> views;
+    for (Buf* b : in) views.push_back(b->view());
+    std::vector<const TensorView*> ptrs;
+    for (const TensorView& v : views) ptrs.push_back(&v);
+    Outcome o{{}, Buf(n.shape, n.dtype)};
+    o.out.f.assign(o.out.f.size(), std::nanf(""));
+    o.out.i.assign(o.out.i.size(), 0x5eadbeef);
+    TensorView out = o.out.view();
+    o.status = be.run(n, ptrs, out, ctx_);
+    return o;
   }
   // Both backends must fail with the same message.
   void checkFails(const Node& n, std::vector<Buf*> in, const std::string& needle) {
@@ -113,6 +135,18 @@ TEST_F(BackendTest, ConstSliceAlignReduceToReshape) {
   Node sg = node(Op::SliceGrad, stacked.shape, DType::F32, "", {"layers"});
   sg.index = 1;
   check(sg, {&copy});
+  // Several copies at once: all of them, a run in the middle, a middle dim.
+  const Dim L{"layers", 4};
+  Buf c0 = rand(sh({A, B})), c1 = rand(sh({A, B})), c2 = rand(sh({A, B})), c3 = rand(sh({A, B}));
+  Node all = node(Op::SliceGrad, sh({L, A, B}), DType::F32, "", {"layers"});
+  Buf gathered = check(all, {&c0, &c1, &c2, &c3});
+  EXPECT_EQ(gathered.f[static_cast<size_t>(2 * A.size * B.size + 5)], c2.f[5]);
+  Node mid = node(Op::SliceGrad, sh({L, A, B}), DType::F32, "", {"layers"});
+  mid.index = 1;
+  check(mid, {&c1, &c2});
+  Buf m0 = rand(sh({A, B})), m1 = rand(sh({A, B}));
+  Node inner = node(Op::SliceGrad, sh({A, Dim{"layers", 2}, B}), DType::F32, "", {"layers"});
+  check(inner, {&m0, &m1});
 
   Buf x = rand(sh({A, One, B, Dim{"c", 3}}));
   check(node(Op::Align, sh({Dim{"c", 3}, A, One, B})), {&x});  // permutation
@@ -316,6 +350,40 @@ TEST_F(BackendTest, ContractWithTwoThreads) {
   check(node(Op::Contract, sh({M, N})), {&a, &b});
   ctx_.threads = 1;
   check(node(Op::Contract, sh({M, N})), {&a, &b});
+}
+
+// The executor computes each copy's gradient straight into its block of the
+// slice_grad's output; both backends must then leave those blocks intact and
+// still fill the others.
+TEST_F(BackendTest, SliceGradWithCopiesAlreadyInPlace) {
+  const Dim L{"layers", 4};
+  const Shape full = sh({L, A, B});
+  std::vector<Buf> copies;
+  for (int c = 0; c < 4; ++c) copies.push_back(rand(sh({A, B})));
+  Node all = node(Op::SliceGrad, full, DType::F32, "", {"layers"});
+  std::vector<Buf*> in;
+  for (Buf& c : copies) in.push_back(&c);
+  Buf want = check(all, in);
+  const int64_t per = A.size * B.size;
+  for (Backend* be : {ref_.get(), fast_.get()}) {
+    Buf out(full, DType::F32);
+    out.f.assign(out.f.size(), std::nanf(""));
+    std::vector<TensorView> views;
+    for (int c = 0; c < 4; ++c) {
+      views.push_back(copies[static_cast<size_t>(c)].view());
+      if (c == 1 || c == 3) {  // these two were computed in place
+        std::copy(copies[static_cast<size_t>(c)].f.begin(), copies[static_cast<size_t>(c)].f.end(),
+                  out.f.begin() + c * per);
+        views.back().data = out.f.data() + c * per;
+      }
+    }
+    std::vector<const TensorView*> ptrs;
+    for (const TensorView& v : views) ptrs.push_back(&v);
+    TensorView ov = out.view();
+    KernelStatus st = be->run(all, ptrs, ov, ctx_);
+    ASSERT_TRUE(st.ok) << st.message;
+    EXPECT_TRUE(close(out, want, 0, 0)) << be->name();
+  }
 }
 
 TEST_F(BackendTest, InputParamUpdateAreNotKernels) {

@@ -56,10 +56,7 @@ bool runPlain(const Node& n, const std::vector<const TensorView*>& in, TensorVie
   switch (n.op) {
     case Op::Const: fast::fill(n.scalar, out); return true;
     case Op::Slice: fast::sliceCopy(x(0).data, x(0).shape, n.names.at(0), n.index, out.data); return true;
-    case Op::SliceGrad:
-      std::memset(out.data, 0, static_cast<size_t>(out.elements) * 4);
-      fast::sliceScatter(x(0).data, out.shape, n.names.at(0), n.index, out.data);
-      return true;
+    case Op::SliceGrad: fast::sliceGather(in, out.shape, n.names.at(0), n.index, out.data); return true;
     case Op::Align: fast::alignCopy(x(0).data, x(0).shape, out.data, out.shape); return true;
     case Op::ReduceTo: fast::sumTo(x(0).f(), x(0).shape, out.f(), out.shape); return true;
     case Op::Reshape:  // same data, new names

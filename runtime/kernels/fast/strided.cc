@@ -202,4 +202,30 @@ void sliceScatter(const void* copy, const Shape& full_shape, const std::string& 
   });
 }
 
+void sliceGather(const std::vector<const TensorView*>& copies, const Shape& full_shape, const std::string& name,
+                 int64_t first, void* full) {
+  const int d = full_shape.find(name);
+  const int64_t size = full_shape.dims[static_cast<size_t>(d)].size, k = static_cast<int64_t>(copies.size());
+  const int64_t last = first + k;  // exclusive
+  if (first > 0 || last < size) {
+    if (d == 0) {  // leading dim: the missing copies are two contiguous blocks
+      const int64_t per = count(full_shape) / std::max<int64_t>(size, 1);
+      auto* f = static_cast<uint32_t*>(full);
+      std::memset(f, 0, static_cast<size_t>(first * per) * 4);
+      std::memset(f + last * per, 0, static_cast<size_t>((size - last) * per) * 4);
+    } else {
+      std::memset(full, 0, static_cast<size_t>(count(full_shape)) * 4);
+    }
+  }
+  for (int64_t c = 0; c < k; ++c) {
+    const void* src = copies[static_cast<size_t>(c)]->data;
+    if (d == 0) {
+      const int64_t per = copies[static_cast<size_t>(c)]->elements;
+      const uint32_t* dst = static_cast<const uint32_t*>(full) + (first + c) * per;
+      if (src == dst) continue;  // written in place by its producer
+    }
+    sliceScatter(src, full_shape, name, first + c, full);
+  }
+}
+
 }  // namespace dtl::rt::fast

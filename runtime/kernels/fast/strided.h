@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/shape.h"
+#include "runtime/exec/backend.h"
 
 namespace dtl::rt::fast {
 
@@ -73,5 +74,10 @@ void sumTo(const float* src, const Shape& src_shape, float* dst, const Shape& ds
 // Copy `index` along dim `name` of the stacked tensor `full` ↔ the copy.
 void sliceCopy(const void* full, const Shape& full_shape, const std::string& name, int64_t index, void* copy);
 void sliceScatter(const void* copy, const Shape& full_shape, const std::string& name, int64_t index, void* full);
+// The stacked tensor from copies first … first+k-1 (`copies`, in order); the
+// other copies are zero. Copies already in place (a copy's data at its own
+// block of `full`, as the executor arranges for a leading dim) are not moved.
+void sliceGather(const std::vector<const TensorView*>& copies, const Shape& full_shape, const std::string& name,
+                 int64_t first, void* full);
 
 }  // namespace dtl::rt::fast
