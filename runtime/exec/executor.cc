@@ -1,9 +1,13 @@
 // Execution, per run:
-// 1. For each node in order: Input copies the fed values; Param, Slice of a
-//    view and Reshape alias their source; anything else gets a buffer (from
-//    the free list when one is large enough) and the backend fills it.
-// 2. After a node runs, every input whose last consumer it was is released
-//    unless the caller reads it afterwards (loss, metrics, gradients).
+// 1. For each node in order: Input copies the fed values; Param, a leading-dim
+//    Slice of a parameter and Reshape alias their source; a copy's gradient
+//    gathered by a leading-dim slice_grad is computed into its block of that
+//    slice_grad's buffer (allocated when its first copy is computed);
+//    anything else gets a buffer (from the free list when one is large
+//    enough, never zeroed) and the backend fills it.
+// 2. After a node runs, every value whose last use it was is released unless
+//    the caller reads it afterwards (loss, metrics, gradients). A view keeps
+//    its source alive: a Reshape its input, a gathered copy its stack.
 #include "runtime/exec/executor.h"
 
 #include <algorithm>
@@ -20,6 +24,7 @@ Executor::Executor(const ir::Graph& g, Backend& backend) : graph_(g), backend_(b
   size_t n = g.nodes.size();
   views_.resize(n);
   owned_.resize(n);
+  placed_.assign(n, nullptr);
   last_use_fwd_.assign(n, -1);
   last_use_all_.assign(n, -1);
   for (const ir::Node& node : g.nodes) {
@@ -28,13 +33,6 @@ Executor::Executor(const ir::Graph& g, Backend& backend) : graph_(g), backend_(b
       last_use_all_[in] = std::max(last_use_all_[in], node.id);
       if (node.id < g.forward_end) last_use_fwd_[in] = std::max(last_use_fwd_[in], node.id);
     }
-  }
-  // A reshape aliases its input: the input must live as long as the alias.
-  for (size_t k = n; k-- > 0;) {
-    const ir::Node& node = g.nodes[k];
-    if (node.op != ir::Op::Reshape) continue;
-    last_use_all_[node.inputs[0]] = std::max(last_use_all_[node.inputs[0]], last_use_all_[k]);
-    last_use_fwd_[node.inputs[0]] = std::max(last_use_fwd_[node.inputs[0]], last_use_fwd_[k]);
   }
   auto keep = [&](int id) {
     if (id < 0) return;
@@ -65,6 +63,70 @@ Executor::Executor(const ir::Graph& g, Backend& backend) : graph_(g), backend_(b
     keep(id);
     grad_node_[path] = id;
   }
+  // Views of parameters: a Slice is one only over its source's leading dim.
+  param_view_.assign(n, false);
+  for (const ir::Node& node : g.nodes) {
+    const size_t id = static_cast<size_t>(node.id);
+    if (node.op == ir::Op::Param) param_view_[id] = true;
+    if (node.op == ir::Op::Reshape) param_view_[id] = param_view_[static_cast<size_t>(node.inputs[0])];
+    if (node.op == ir::Op::Slice && !node.names.empty()) {
+      const int src = node.inputs[0];
+      param_view_[id] = param_view_[static_cast<size_t>(src)] && g[src].shape.find(node.names[0]) == 0;
+    }
+  }
+  // Copies gathered in place: each input of a slice_grad over its leading
+  // dim that a kernel computes (not a view, not fed, not a forward value the
+  // evaluation reads) and that no other slice_grad input slot names.
+  gathered_.assign(n, {-1, 0});
+  std::vector<int> slots(n, 0);
+  for (const ir::Node& node : g.nodes)
+    if (node.op == ir::Op::SliceGrad)
+      for (int in : node.inputs) ++slots[static_cast<size_t>(in)];
+  std::vector<bool> extra(n, false);
+  for (int id : forward_extra_) extra[static_cast<size_t>(id)] = true;
+  std::vector<int> stacks;
+  for (const ir::Node& node : g.nodes) {
+    if (node.op != ir::Op::SliceGrad || node.names.empty() || node.shape.find(node.names[0]) != 0) continue;
+    const int64_t per = node.shape.elements().value_or(0) / std::max<int64_t>(node.shape.dims[0].size, 1);
+    bool any = false;
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const int in = node.inputs[k];
+      const ir::Node& m = g[in];
+      const size_t mi = static_cast<size_t>(in);
+      if (in < g.forward_end || extra[mi] || slots[mi] != 1 || m.dtype != node.dtype ||
+          m.shape.elements().value_or(-1) != per)
+        continue;
+      if (m.op == ir::Op::Param || m.op == ir::Op::Input || m.op == ir::Op::Reshape || m.op == ir::Op::Slice ||
+          m.op == ir::Op::Update)
+        continue;
+      gathered_[mi] = {node.id, (node.index + static_cast<int64_t>(k)) * per};
+      any = true;
+    }
+    if (any) stacks.push_back(node.id);
+  }
+  // A reshape aliases its input: the input must live as long as the alias.
+  for (size_t k = n; k-- > 0;) {
+    const ir::Node& node = g.nodes[k];
+    if (node.op != ir::Op::Reshape) continue;
+    last_use_all_[node.inputs[0]] = std::max(last_use_all_[node.inputs[0]], last_use_all_[k]);
+    last_use_fwd_[node.inputs[0]] = std::max(last_use_fwd_[node.inputs[0]], last_use_fwd_[k]);
+  }
+  // A stack lives until it has run and as long as each copy written into it
+  // (inner stacks first: an outer one then covers them too).
+  for (int st : stacks) {
+    int& last = last_use_all_[static_cast<size_t>(st)];
+    last = std::max(last, st);
+    for (int in : g[st].inputs)
+      if (gathered_[static_cast<size_t>(in)].first == st) last = std::max(last, last_use_all_[static_cast<size_t>(in)]);
+  }
+  release_fwd_.resize(n);
+  release_all_.resize(n);
+  for (size_t id = 0; id < n; ++id) {
+    // A value nothing reads is freed right after it is made.
+    int f = last_use_fwd_[id], a = last_use_all_[id];
+    if (f != kKeep) release_fwd_[static_cast<size_t>(std::max<int>(f, static_cast<int>(id)))].push_back(static_cast<int>(id));
+    if (a != kKeep) release_all_[static_cast<size_t>(std::max<int>(a, static_cast<int>(id)))].push_back(static_cast<int>(id));
+  }
 }
 
 void Executor::bindParam(const std::string& path, float* data) { params_[path] = data; }
@@ -77,36 +139,49 @@ void Executor::setInput(const std::string& name, const void* data, int64_t eleme
 
 void* Executor::allocate(int node, int64_t elements) {
   size_t need = static_cast<size_t>(std::max<int64_t>(elements, 1));
-  // Best fit among free buffers; otherwise a new one.
+  // Best fit among free buffers; otherwise a new one. Never zeroed: every
+  // kernel writes its whole output.
   size_t best = free_.size();
   for (size_t i = 0; i < free_.size(); ++i)
-    if (free_[i]->words.capacity() >= need &&
-        (best == free_.size() || free_[i]->words.capacity() < free_[best]->words.capacity()))
-      best = i;
+    if (free_[i]->capacity >= need && (best == free_.size() || free_[i]->capacity < free_[best]->capacity)) best = i;
   std::unique_ptr<Buffer> b;
   if (best < free_.size()) {
     b = std::move(free_[best]);
     free_.erase(free_.begin() + static_cast<long>(best));
   } else {
     b = std::make_unique<Buffer>();
+    b->words.reset(new uint32_t[need]);
+    b->capacity = need;
   }
-  b->words.resize(need);
-  live_bytes_ += static_cast<int64_t>(b->words.capacity() * 4);
+  live_bytes_ += static_cast<int64_t>(b->capacity * 4);
   peak_bytes_ = std::max(peak_bytes_, live_bytes_);
-  void* p = b->words.data();
+  void* p = b->words.get();
   owned_[node] = std::move(b);
   return p;
 }
 
+void* Executor::storage(int node) {
+  const size_t id = static_cast<size_t>(node);
+  if (placed_[id]) return placed_[id];
+  const auto& [stack, offset] = gathered_[id];
+  if (gather_in_place_ && stack >= 0)
+    placed_[id] = static_cast<uint32_t*>(storage(stack)) + offset;
+  else
+    placed_[id] = allocate(node, graph_.nodes[id].shape.elements().value_or(0));
+  return placed_[id];
+}
+
 void Executor::release(int node) {
   if (!owned_[node]) return;
-  live_bytes_ -= static_cast<int64_t>(owned_[node]->words.capacity() * 4);
+  live_bytes_ -= static_cast<int64_t>(owned_[node]->capacity * 4);
   free_.push_back(std::move(owned_[node]));
 }
 
 KernelStatus Executor::run(bool with_backward, const RunContext& ctx) {
   for (size_t i = 0; i < owned_.size(); ++i) release(static_cast<int>(i));
-  const std::vector<int>& last = with_backward ? last_use_all_ : last_use_fwd_;
+  std::fill(placed_.begin(), placed_.end(), nullptr);
+  gather_in_place_ = with_backward;
+  const std::vector<std::vector<int>>& release_after = with_backward ? release_all_ : release_fwd_;
   int end = with_backward ? static_cast<int>(graph_.nodes.size()) : graph_.forward_end;
   buckets_.clear();
   buckets_.resize(with_backward ? graph_.buckets.size() : 0);
@@ -134,27 +209,26 @@ KernelStatus Executor::run(bool with_backward, const RunContext& ctx) {
       auto it = inputs_.find(n.name);
       if (it == inputs_.end() || static_cast<int64_t>(it->second.size()) != v.elements)
         return {false, "input `" + n.name + "` was not fed " + std::to_string(v.elements) + " values"};
-      v.data = allocate(id, v.elements);
+      v.data = storage(id);
       std::memcpy(v.data, it->second.data(), static_cast<size_t>(v.elements) * 4);
-    } else if (n.op == ir::Op::Reshape || (n.op == ir::Op::Slice && !owned_[n.inputs[0]])) {
-      // A view: reshape keeps the data; a leading-dim slice of a view is a
-      // contiguous block of it.
+    } else if (n.op == ir::Op::Reshape || (n.op == ir::Op::Slice && param_view_[static_cast<size_t>(id)])) {
+      // A view: reshape keeps the data; a leading-dim slice of a parameter
+      // is a contiguous block of it.
       const TensorView& src = views_[static_cast<size_t>(n.inputs[0])];
       int64_t offset = n.op == ir::Op::Slice ? n.index * v.elements : 0;
       v.data = static_cast<uint32_t*>(src.data) + offset;
     } else if (n.op == ir::Op::AllReduce || n.op == ir::Op::AllGather || n.op == ir::Op::ReduceScatter) {
-      v.data = allocate(id, v.elements);
+      v.data = storage(id);
       KernelStatus s = collective(n, v);
       if (!s.ok) return s;
     } else {
-      v.data = allocate(id, v.elements);
+      v.data = storage(id);
       ins.clear();
       for (int in : n.inputs) ins.push_back(&views_[static_cast<size_t>(in)]);
       KernelStatus s = backend_.run(n, ins, v, ctx);
       if (!s.ok) return s;
     }
-    for (int in : n.inputs)
-      if (last[in] == id) release(in);
+    for (int done : release_after[static_cast<size_t>(id)]) release(done);
     if (!buckets_.empty()) launchBuckets(id, end);
   }
   for (BucketRun& b : buckets_)
@@ -206,7 +280,10 @@ KernelStatus Executor::collective(const ir::Node& n, TensorView& out) {
     return {};
   }
   if (!comm) {
-    std::memcpy(out.data, in.data, static_cast<size_t>(std::min(in.elements, out.elements)) * 4);
+    const int64_t n_in = std::min(in.elements, out.elements);
+    std::memcpy(out.data, in.data, static_cast<size_t>(n_in) * 4);
+    if (out.elements > n_in)  // buffers are not zeroed
+      std::memset(out.f() + n_in, 0, static_cast<size_t>(out.elements - n_in) * 4);
     return {};
   }
   if (n.op == ir::Op::AllGather && !n.names.empty() && in.shape.find(n.names[0]) == 0) {

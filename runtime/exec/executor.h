@@ -1,9 +1,13 @@
 // Runs a training graph on one rank: gives every node a buffer (reusing the
-// memory of values past their last use), feeds inputs, calls the backend for
-// each node in order, and keeps what the caller reads afterwards (loss,
-// metrics, parameter gradients). Parameters live outside, bound by path;
-// Param, Slice (of a leading stacked dim) and Reshape are views, not copies.
-// Update nodes are not run here: the trainer applies the optimiser.
+// memory of values past their last use; buffers are not zeroed, every kernel
+// writes all of its output), feeds inputs, calls the backend for each node in
+// order, and keeps what the caller reads afterwards (loss, metrics, parameter
+// gradients). Parameters live outside, bound by path; Param, Slice (of a
+// leading stacked dim of a parameter) and Reshape are views, not copies.
+// A slice_grad over a leading dim owns the stacked buffer, and each copy's
+// gradient is computed straight into its block of it (so gathering the
+// copies moves nothing). Update nodes are not run here: the trainer applies
+// the optimiser.
 #pragma once
 
 #include <map>
@@ -50,9 +54,11 @@ class Executor {
 
  private:
   struct Buffer {
-    std::vector<uint32_t> words;  // f32 and i32 are both one 4-byte word
+    std::unique_ptr<uint32_t[]> words;  // f32 and i32 are both one 4-byte word; not initialised
+    size_t capacity = 0;
   };
   void* allocate(int node, int64_t elements);
+  void* storage(int node);  // where node writes this run: its own buffer or its block of a stack
   KernelStatus collective(const ir::Node& n, TensorView& out);
   void launchBuckets(int after_node, int end);
   void release(int node);
@@ -65,6 +71,11 @@ class Executor {
   std::map<std::string, float*> params_;
   std::map<std::string, std::vector<uint32_t>> inputs_;
   std::vector<int> last_use_fwd_, last_use_all_;   // per node: last consumer, or a large value to keep
+  std::vector<std::vector<int>> release_fwd_, release_all_;  // per node: the values to free once it has run
+  std::vector<bool> param_view_;                   // Param, a leading-dim Slice or a Reshape of one: a view
+  std::vector<std::pair<int, int64_t>> gathered_;  // per node: (slice_grad, element offset) it writes into, or -1
+  std::vector<void*> placed_;                      // per node: storage(node) of this run
+  bool gather_in_place_ = false;                   // this run computes copies into their stacks
   std::map<std::string, int> grad_node_;
   int64_t live_bytes_ = 0, peak_bytes_ = 0;
   std::map<std::string, comm::Communicator*> comms_;
