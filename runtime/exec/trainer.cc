@@ -251,7 +251,6 @@ class Trainer {
 
   bool microBatches(int64_t step, double& loss) {
     const ir::Graph& g = *c_.graph;
-    for (Param& p : params_) std::fill(p.grad.begin(), p.grad.end(), 0.0f);
     RunContext ctx;
     ctx.training = true;
     ctx.threads = c_.threads;
@@ -267,8 +266,11 @@ class Trainer {
       sum += exec_->value(g.loss);
       for (Param& p : params_) {
         const float* gr = exec_->grad(p.spec->path);
-        if (!gr) continue;  // a parameter the loss does not depend on
-        if (c_.accumulate == 1) {
+        if (!gr) {  // a parameter the loss does not depend on
+          if (m == 0) std::fill(p.grad.begin(), p.grad.end(), 0.0f);
+          continue;
+        }
+        if (m == 0) {  // the first micro-batch overwrites: no zeroing first
           std::memcpy(p.grad.data(), gr, p.grad.size() * 4);
         } else {
           for (size_t i = 0; i < p.grad.size(); ++i) p.grad[i] += gr[i];
