@@ -330,7 +330,9 @@ class Backward {
   }
 
   // a @ b where the result must carry exactly `target`'s names: contracts the
-  // names a and b share (none = outer product).
+  // names a and b share (none = outer product). When the result has the
+  // target's dims it is made in the target's order (no align after it: the
+  // GEMM writes a transposed result as cheaply as a straight one).
   int contractShape(int a, int b, const Node target) {
     Node n = like(target, Op::Contract);
     Shape s;
@@ -340,7 +342,12 @@ class Backward {
       if (!sb.has(d.name)) s.dims.push_back(d);
     for (const Dim& d : sb.dims)
       if (!sa.has(d.name)) s.dims.push_back(d);
-    n.shape = s;
+    bool same_dims = s.rank() == target.shape.rank();
+    for (const Dim& d : target.shape.dims) {
+      int k = s.find(d.name);
+      if (k < 0 || s.dims[static_cast<size_t>(k)].size != d.size) same_dims = false;
+    }
+    n.shape = same_dims ? target.shape : s;
     n.inputs = {a, b};
     return g_.add(std::move(n));
   }

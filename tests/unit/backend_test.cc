@@ -187,6 +187,9 @@ TEST_F(BackendTest, ContractLayouts) {
       {sh({K}), sh({K, N}), sh({N})},                            // vector · matrix
       {sh({One, M, One, K}), sh({K, One, N}), sh({One, M, N})},  // size-1 dims (shared too)
       {sh({M, K}), sh({K, N}), sh({N, M})},                      // output in another order
+      {sh({K, K1, M}), sh({K, K1, N}), sh({N, M})},              // a weight gradient in [N, M]: b · a
+      {sh({K, M}), sh({N, K}), sh({N, M})},                      // [N, M] from Aᵀ, Bᵀ
+      {sh({H, M, K}), sh({K, N}), sh({N, H, M})},                // [N, M…] with two M dims
       {sh({Dim{"x", 1}, K}), sh({K, Dim{"y", 1}}), sh({Dim{"x", 1}, Dim{"y", 1}})},
       {sh({M, K}), sh({K, Dim{"w", 512}}), sh({M, Dim{"w", 512}})},           // B rows padded (2 KiB stride)
       {sh({M, K1, K}), sh({K, Dim{"w", 512}, K1}), sh({M, Dim{"w", 512}})},  // permuted, then padded

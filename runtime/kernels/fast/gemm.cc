@@ -122,11 +122,23 @@ void padRows(float* dst, const float* src, int64_t rows, int64_t n) {
   for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * (n + kPadRows), src + r * n, static_cast<size_t>(n) * 4);
 }
 
+
+// Elements a plan copies (operands or C permuted through scratch).
+int64_t copied(const ContractPlan& p) {
+  return (p.permute_a ? p.m * p.k : 0) + (p.permute_b ? p.k * p.n : 0) + (p.permute_c ? p.m * p.n : 0);
+}
+
 }  // namespace
 
 bool contract(const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, float* out,
               const Shape& out_shape, std::vector<float>& scratch, std::string* error) {
   ContractPlan p = planContract(a_shape, b_shape, out_shape);
+  if (p.permute_c) {
+    // out wants [N…, M…]: b @ a gives that order directly (Cᵀ = Bᵀ·Aᵀ), e.g.
+    // a weight's gradient [vocab, d] from x [tokens, d] and dy [tokens, vocab].
+    ContractPlan q = planContract(b_shape, a_shape, out_shape);
+    if (copied(q) < copied(p)) return contract(b, b_shape, a, a_shape, out, out_shape, scratch, error);
+  }
   if (p.m == 0 || p.n == 0) return true;
   if (p.k == 0) {  // an empty sum
     std::memset(out, 0, static_cast<size_t>(p.m * p.n) * sizeof(float));
