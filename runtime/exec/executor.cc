@@ -25,6 +25,7 @@ Executor::Executor(const ir::Graph& g, Backend& backend) : graph_(g), backend_(b
   views_.resize(n);
   owned_.resize(n);
   placed_.assign(n, nullptr);
+  bound_.assign(n, nullptr);
   last_use_fwd_.assign(n, -1);
   last_use_all_.assign(n, -1);
   for (const ir::Node& node : g.nodes) {
@@ -131,6 +132,21 @@ Executor::Executor(const ir::Graph& g, Backend& backend) : graph_(g), backend_(b
 
 void Executor::bindParam(const std::string& path, float* data) { params_[path] = data; }
 
+bool Executor::bindGrad(const std::string& path, float* data) {
+  auto it = grad_node_.find(path);
+  if (it == grad_node_.end()) return false;
+  const size_t id = static_cast<size_t>(it->second);
+  const ir::Node& n = graph_.nodes[id];
+  if (bound_[id] == data) return true;
+  if (bound_[id] || n.op == ir::Op::Param || n.op == ir::Op::Input || n.op == ir::Op::Reshape ||
+      n.op == ir::Op::Slice || gathered_[id].first >= 0 || !isFloat(n.dtype) || it->second < graph_.forward_end)
+    return false;
+  for (const auto& [other, node] : grad_node_)
+    if (node == it->second && other != path) return false;
+  bound_[id] = data;
+  return true;
+}
+
 void Executor::setInput(const std::string& name, const void* data, int64_t elements) {
   auto& v = inputs_[name];
   v.resize(static_cast<size_t>(elements));
@@ -164,7 +180,9 @@ void* Executor::storage(int node) {
   const size_t id = static_cast<size_t>(node);
   if (placed_[id]) return placed_[id];
   const auto& [stack, offset] = gathered_[id];
-  if (gather_in_place_ && stack >= 0)
+  if (bound_[id])
+    placed_[id] = bound_[id];
+  else if (gather_in_place_ && stack >= 0)
     placed_[id] = static_cast<uint32_t*>(storage(stack)) + offset;
   else
     placed_[id] = allocate(node, graph_.nodes[id].shape.elements().value_or(0));

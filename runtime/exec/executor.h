@@ -39,6 +39,11 @@ class Executor {
 
   // Storage of a parameter (its full, stacked shape), owned by the caller.
   void bindParam(const std::string& path, float* data);
+  // Where the next runs write d(loss)/d(param) (param's size), instead of the
+  // executor's own memory; grad(path) then points there. False when that
+  // gradient is not a value of its own (a view, a block of a gathered
+  // stack, or shared with another parameter): it stays in executor memory.
+  bool bindGrad(const std::string& path, float* data);
   // Input values for the next run (f32 or int32 by the input's dtype); the
   // executor copies them.
   void setInput(const std::string& name, const void* data, int64_t elements);
@@ -75,6 +80,7 @@ class Executor {
   std::vector<bool> param_view_;                   // Param, a leading-dim Slice or a Reshape of one: a view
   std::vector<std::pair<int, int64_t>> gathered_;  // per node: (slice_grad, element offset) it writes into, or -1
   std::vector<void*> placed_;                      // per node: storage(node) of this run
+  std::vector<float*> bound_;                      // per node: caller memory it is written to (bindGrad)
   bool gather_in_place_ = false;                   // this run computes copies into their stacks
   std::map<std::string, int> grad_node_;
   int64_t live_bytes_ = 0, peak_bytes_ = 0;

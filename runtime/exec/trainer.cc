@@ -255,6 +255,10 @@ class Trainer {
     ctx.training = true;
     ctx.threads = c_.threads;
     double sum = 0;
+    // One micro-batch: the executor writes the gradients straight into the
+    // accumulators (where it can), so nothing is copied.
+    if (c_.accumulate == 1)
+      for (Param& p : params_) exec_->bindGrad(p.spec->path, p.grad.data());
     for (int64_t m = 0; m < c_.accumulate; ++m) {
       feed(train_loader_->next());
       ctx.seed = c_.seed * 1000003ull + static_cast<uint64_t>(step) * 131ull + static_cast<uint64_t>(m);
@@ -271,7 +275,7 @@ class Trainer {
           continue;
         }
         if (m == 0) {  // the first micro-batch overwrites: no zeroing first
-          std::memcpy(p.grad.data(), gr, p.grad.size() * 4);
+          if (gr != p.grad.data()) std::memcpy(p.grad.data(), gr, p.grad.size() * 4);
         } else {
           for (size_t i = 0; i < p.grad.size(); ++i) p.grad[i] += gr[i];
         }

@@ -152,7 +152,8 @@ void checkGraph(const char* spec) {
 // by path and inputs by name, the same values for every node that reads
 // them. Three runs (backward, forward only, backward) reuse the buffers of
 // the earlier ones, so a kernel that relied on zeroed memory, a value freed
-// too early or a copy gathered into the wrong block would show.
+// too early or a copy gathered into the wrong block would show; a fourth
+// writes the gradients into caller memory (Executor::bindGrad).
 void checkExecutor(const char* spec, bool reference) {
   driver::Frontend fe;
   ASSERT_EQ(fe.runText("m.dtl", spec, {}, driver::Stop::Grad), 0) << fe.diagnostics().render();
@@ -207,6 +208,22 @@ void checkExecutor(const char* spec, bool reference) {
       ASSERT_NE(got, nullptr) << path;
       EXPECT_TRUE(exact(got, v[static_cast<size_t>(grad)])) << path << " (" << be->name() << ")";
     }
+  }
+  // Gradients written straight into caller memory (the trainer's accumulators).
+  std::map<std::string, std::vector<float>> into;
+  int bound = 0;
+  for (const auto& [path, grad] : g.grads) {
+    std::vector<float>& dst = into[path];
+    dst.assign(v[static_cast<size_t>(grad)].f.size(), std::nanf(""));
+    if (ex.bindGrad(path, dst.data())) ++bound;
+  }
+  EXPECT_GT(bound, 0);
+  KernelStatus st = ex.run(true, ctx);
+  ASSERT_TRUE(st.ok) << st.message;
+  for (const auto& [path, grad] : g.grads) {
+    const float* got = ex.grad(path);
+    EXPECT_TRUE(exact(got, v[static_cast<size_t>(grad)])) << path << " bound (" << be->name() << ")";
+    if (got != into[path].data()) EXPECT_TRUE(std::isnan(into[path][0])) << path << ": not bound, yet written";
   }
 }
 
