@@ -234,7 +234,11 @@ class ShmCommunicator : public Communicator {
       bool pending = transfersPending();
       if (pending) checkTransfers();
       auto wake = Clock::now() + (pending ? std::chrono::milliseconds(100) : std::chrono::milliseconds(1000));
-      group_.waitUntil([this] { return stop_ || submitted_.load(std::memory_order_acquire) != taken_; }, wake);
+      // service() inside the wait may already have taken a new collective
+      // off the queue: that counts as work too (else it would sit until `wake`).
+      group_.waitUntil(
+          [this] { return stop_ || !collectives_.empty() || submitted_.load(std::memory_order_acquire) != taken_; },
+          wake);
     }
     takeSubmitted();
     Status gone = Status::error("the communicator was destroyed before this operation finished");

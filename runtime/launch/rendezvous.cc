@@ -1,13 +1,15 @@
-// Joining a job and the program-fingerprint check (rendezvous.h). Keys:
+// Joining a job and the agreement checks (rendezvous.h). Keys:
 //   rank/<r>              a counter each rank adds 1 to on joining (2 = a duplicate rank)
 //   host/<r>              the joining process's host name, for people reading the store
-//   fingerprint/<r>       rank r's program fingerprint
+//   fingerprint/<r>       rank r's program fingerprint (params_hash/<r>: its parameter hash)
 //   fingerprint/verdict   rank 0's comparison: "ok", or "error\n<message>"
+//   fingerprint/read/<r>  rank r has read an error verdict (rank 0 waits for it before exiting)
 //   step/<r>              the last step rank r finished (the launcher reads it)
 #include "runtime/launch/rendezvous.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -146,14 +148,16 @@ Status checkAgreement(Store& store, const RankEnv& env, const Agreement& what, c
     }
     std::string verdict(v.begin(), v.end());
     if (verdict == "ok") return {};
+    (void)store.set(what.key + "/read/" + std::to_string(env.rank), bytes("1"));  // rank 0 may exit now
     return Status::error(verdict.substr(verdict.find('\n') + 1));
   }
   std::vector<std::string> keys;
   for (int r = 0; r < env.world_size; ++r) keys.push_back(prefix + std::to_string(r));
   Status verdict;
+  std::vector<int> silent;  // ranks that did not publish: they will not read the verdict either
   if (Status s = store.wait(keys, timeout); !s.ok) {
     if (!isTimeout(s)) return s;
-    std::vector<int> missing;
+    std::vector<int>& missing = silent;
     if (Status probe = missingRanks(store, prefix, env.world_size, missing); !probe.ok) return probe;
     verdict = Status::error(rankList(missing) + " did not publish " + what.noun + " within " +
                             comm::formatDuration(timeout) + "; did " + (missing.size() == 1 ? "it" : "they") +
@@ -178,6 +182,15 @@ Status checkAgreement(Store& store, const RankEnv& env, const Agreement& what, c
   }
   std::string text = verdict.ok ? "ok" : "error\n" + verdict.message;
   if (Status s = store.set(verdict_key, bytes(text)); !s.ok) return s;
+  if (!verdict.ok) {
+    // Rank 0 may host the store and is about to exit with this error: the
+    // others must read the verdict first (a few seconds at most).
+    std::vector<std::string> read;
+    for (int r = 1; r < env.world_size; ++r)
+      if (std::find(silent.begin(), silent.end(), r) == silent.end())
+        read.push_back(what.key + "/read/" + std::to_string(r));
+    (void)store.wait(read, std::min<milliseconds>(timeout, std::chrono::seconds(5)));
+  }
   return verdict;
 }
 
