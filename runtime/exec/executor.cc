@@ -53,13 +53,32 @@ Executor::Executor(const ir::Graph& g, Backend& backend) : graph_(g), backend_(b
   forward_extra_.erase(std::unique(forward_extra_.begin(), forward_extra_.end()), forward_extra_.end());
   for (int id : forward_extra_)
     for (int in : g.nodes[static_cast<size_t>(id)].inputs) last_use_fwd_[in] = std::max(last_use_fwd_[in], id);
+  // Buckets: each member's slot in its bucket; a member's producer is
+  // computed into that slot when the all-reduce is its only reader.
+  std::vector<int> readers(n, 0);
+  for (const ir::Node& node : g.nodes)
+    if (node.op != ir::Op::Update)
+      for (int in : node.inputs) ++readers[static_cast<size_t>(in)];
+  in_bucket_.assign(n, {-1, 0});
+  bucket_flat_.resize(g.buckets.size());
   for (const ir::Bucket& b : g.buckets) {
     int64_t offset = 0;
     for (int m : b.members) {
       member_slot_[m] = {b.id, offset};
-      offset += g.nodes[static_cast<size_t>(m)].shape.elements().value_or(0);
+      const ir::Node& member = g[m];
+      const int src = member.inputs[0];
+      const ir::Node& p = g[src];
+      const int64_t elements = member.shape.elements().value_or(0);
+      if (readers[static_cast<size_t>(src)] == 1 && src >= g.forward_end && isFloat(p.dtype) &&
+          p.shape.elements().value_or(-1) == elements && p.op != ir::Op::Param && p.op != ir::Op::Input &&
+          p.op != ir::Op::Reshape && p.op != ir::Op::Slice && p.op != ir::Op::Update)
+        in_bucket_[static_cast<size_t>(src)] = {b.id, offset};
+      offset += elements;
     }
+    bucket_flat_[static_cast<size_t>(b.id)].resize(static_cast<size_t>(offset));
+    live_bytes_ += offset * 4;
   }
+  peak_bytes_ = live_bytes_;
   for (const auto& [path, id] : g.grads) {
     keep(id);
     grad_node_[path] = id;
@@ -139,7 +158,8 @@ bool Executor::bindGrad(const std::string& path, float* data) {
   const ir::Node& n = graph_.nodes[id];
   if (bound_[id] == data) return true;
   if (bound_[id] || n.op == ir::Op::Param || n.op == ir::Op::Input || n.op == ir::Op::Reshape ||
-      n.op == ir::Op::Slice || gathered_[id].first >= 0 || !isFloat(n.dtype) || it->second < graph_.forward_end)
+      n.op == ir::Op::Slice || gathered_[id].first >= 0 || !isFloat(n.dtype) || it->second < graph_.forward_end ||
+      member_slot_.count(it->second) || in_bucket_[id].first >= 0)
     return false;
   for (const auto& [other, node] : grad_node_)
     if (node == it->second && other != path) return false;
@@ -180,8 +200,11 @@ void* Executor::storage(int node) {
   const size_t id = static_cast<size_t>(node);
   if (placed_[id]) return placed_[id];
   const auto& [stack, offset] = gathered_[id];
+  const auto& [bucket, slot] = in_bucket_[id];
   if (bound_[id])
     placed_[id] = bound_[id];
+  else if (gather_in_place_ && bucket >= 0)
+    placed_[id] = bucket_flat_[static_cast<size_t>(bucket)].data() + slot;
   else if (gather_in_place_ && stack >= 0)
     placed_[id] = static_cast<uint32_t*>(storage(stack)) + offset;
   else
@@ -235,6 +258,9 @@ KernelStatus Executor::run(bool with_backward, const RunContext& ctx) {
       const TensorView& src = views_[static_cast<size_t>(n.inputs[0])];
       int64_t offset = n.op == ir::Op::Slice ? n.index * v.elements : 0;
       v.data = static_cast<uint32_t*>(src.data) + offset;
+    } else if (n.op == ir::Op::AllReduce && !buckets_.empty() && member_slot_.count(id)) {
+      KernelStatus s = collective(n, v);  // a view of its bucket
+      if (!s.ok) return s;
     } else if (n.op == ir::Op::AllReduce || n.op == ir::Op::AllGather || n.op == ir::Op::ReduceScatter) {
       v.data = storage(id);
       KernelStatus s = collective(n, v);
@@ -258,15 +284,14 @@ void Executor::launchBuckets(int after_node, int end) {
   for (const ir::Bucket& b : graph_.buckets) {
     if (b.start_after != after_node) continue;
     BucketRun& run = buckets_[static_cast<size_t>(b.id)];
-    int64_t total = 0;
-    for (int m : b.members) total += graph_.nodes[static_cast<size_t>(m)].shape.elements().value_or(0);
-    run.flat.resize(static_cast<size_t>(total));
-    for (int m : b.members) {
+    std::vector<float>& flat = bucket_flat_[static_cast<size_t>(b.id)];
+    for (int m : b.members) {  // the gradients not computed in place
       const TensorView& src = views_[static_cast<size_t>(graph_.nodes[static_cast<size_t>(m)].inputs[0])];
-      std::memcpy(run.flat.data() + member_slot_[m].second, src.data, static_cast<size_t>(src.elements) * 4);
+      float* slot = flat.data() + member_slot_[m].second;
+      if (src.data != slot) std::memcpy(slot, src.data, static_cast<size_t>(src.elements) * 4);
     }
     auto c = comms_.find(b.axis);
-    if (c != comms_.end() && c->second) run.work = c->second->allReduce(run.flat.data(), total);
+    if (c != comms_.end() && c->second) run.work = c->second->allReduce(flat.data(), static_cast<int64_t>(flat.size()));
     bucket_events_.push_back({b.id, after_node, end - after_node - 1});
   }
 }
@@ -283,11 +308,8 @@ KernelStatus Executor::collective(const ir::Node& n, TensorView& out) {
       b.waited = true;
       if (!s.ok) return {false, "all-reduce of bucket " + std::to_string(slot->second.first) + " over `" + n.name + "`: " + s.message};
     }
-    if (b.flat.empty()) {  // never launched (no communicator): a copy
-      std::memcpy(out.data, in.data, static_cast<size_t>(out.elements) * 4);
-    } else {
-      std::memcpy(out.data, b.flat.data() + slot->second.second, static_cast<size_t>(out.elements) * 4);
-    }
+    // Reduced in place (or, without a communicator, the local values).
+    out.data = bucket_flat_[static_cast<size_t>(slot->second.first)].data() + slot->second.second;
     return {};
   }
   if (n.op == ir::Op::AllReduce) {

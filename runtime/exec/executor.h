@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/comm/communicator.h"
@@ -54,6 +55,8 @@ class Executor {
   float value(int node) const;  // a scalar the run kept (loss, metrics)
   // d(loss)/d(param) from the last backward run, in the param's storage order.
   const float* grad(const std::string& path) const;
+  // The same, writable until the next run (the trainer clips in place).
+  float* grad(const std::string& path) { return const_cast<float*>(std::as_const(*this).grad(path)); }
   int64_t peakBytes() const { return peak_bytes_; }
   const ir::Graph& graph() const { return graph_; }
 
@@ -85,12 +88,17 @@ class Executor {
   std::map<std::string, int> grad_node_;
   int64_t live_bytes_ = 0, peak_bytes_ = 0;
   std::map<std::string, comm::Communicator*> comms_;
+  // A gradient bucket's values, contiguous, for the life of the executor:
+  // gradients whose only reader is their all-reduce are computed straight
+  // into it, the all-reduce runs on it in place, and the reduced gradients
+  // are views of it (nothing is copied in or out, nothing reallocated).
   struct BucketRun {
-    std::vector<float> flat;
     std::unique_ptr<comm::Work> work;
     bool waited = false;
   };
+  std::vector<std::vector<float>> bucket_flat_;
   std::vector<BucketRun> buckets_;
+  std::vector<std::pair<int, int64_t>> in_bucket_;  // per node: (bucket, offset) its value is computed into, or -1
   std::map<int, std::pair<int, int64_t>> member_slot_;  // AllReduce node → (bucket, offset)
   std::vector<BucketEvent> bucket_events_;
   std::vector<int> forward_extra_;  // conversions of the loss and metrics past forward_end

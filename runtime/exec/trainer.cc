@@ -34,6 +34,10 @@ struct Param {
   const ParamSpec* spec;
   std::vector<float> value;
   std::vector<float> grad;  // accumulated over micro-batches
+  // This step's gradient: `grad`, or with one micro-batch the executor's own
+  // memory when it could not be written into `grad` (a reduced gradient is
+  // a view of its bucket): the optimiser reads it there, uncopied.
+  float* step_grad = nullptr;
   optim::ParamState state;
 };
 
@@ -269,12 +273,15 @@ class Trainer {
       }
       sum += exec_->value(g.loss);
       for (Param& p : params_) {
-        const float* gr = exec_->grad(p.spec->path);
+        float* gr = exec_->grad(p.spec->path);
+        p.step_grad = p.grad.data();
         if (!gr) {  // a parameter the loss does not depend on
           if (m == 0) std::fill(p.grad.begin(), p.grad.end(), 0.0f);
           continue;
         }
-        if (m == 0) {  // the first micro-batch overwrites: no zeroing first
+        if (m == 0 && c_.accumulate == 1) {
+          p.step_grad = gr;
+        } else if (m == 0) {  // the first micro-batch overwrites: no zeroing first
           if (gr != p.grad.data()) std::memcpy(p.grad.data(), gr, p.grad.size() * 4);
         } else {
           for (size_t i = 0; i < p.grad.size(); ++i) p.grad[i] += gr[i];
@@ -293,11 +300,11 @@ class Trainer {
   void update(const optim::Optimizer& opt, int64_t step, double lr) {
     if (c_.clip > 0) {
       std::vector<std::pair<float*, int64_t>> grads;
-      for (Param& p : params_) grads.emplace_back(p.grad.data(), static_cast<int64_t>(p.grad.size()));
+      for (Param& p : params_) grads.emplace_back(p.step_grad, static_cast<int64_t>(p.grad.size()));
       optim::clipGradNorm(grads, c_.clip);
     }
     for (Param& p : params_)
-      opt.update(p.value.data(), p.grad.data(), static_cast<int64_t>(p.value.size()), p.state, step, lr);
+      opt.update(p.value.data(), p.step_grad, static_cast<int64_t>(p.value.size()), p.state, step, lr);
   }
 
   bool evaluate(int64_t step, int64_t epoch) {
