@@ -252,6 +252,34 @@ def mlp_batches(tmp, batch, rank=0, world=1):
     return out
 
 
+def mlp_torch_step(data_dir, batch, rank=0, world=1, ddp=False):
+    """PyTorch's twin of specs/mlp_bench.dtl: the model (relu MLP
+    784-1024-1024-10, seeded), SGD lr 0.01 momentum 0.9, wrapped in DDP when
+    asked, over mlp_batches(); returns step() -> loss, one optimiser step."""
+    import torch
+    import torch.nn.functional as F
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(784, 1024), torch.nn.ReLU(),
+        torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+        torch.nn.Linear(1024, 10))
+    if ddp:
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    batches = mlp_batches(data_dir, batch, rank, world)
+    n = [0]
+
+    def step():
+        x, y = batches[n[0] % len(batches)]
+        n[0] += 1
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return step
+
+
 def openblas_dir(arg=None):
     for d in (arg, os.environ.get('DTL_BENCH_OPENBLAS'), OPENBLAS_DEFAULT):
         if d and os.path.exists(os.path.join(d, 'libblas.so.3')):

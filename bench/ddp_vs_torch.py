@@ -90,7 +90,6 @@ def torch_worker(world, warmup, steps, data_dir):
     environment) on its share of the global batch. Rank 0 prints a JSON line."""
     import torch
     import torch.distributed as dist
-    import torch.nn.functional as F
     torch.set_num_threads(1)
     rank = int(os.environ.get('RANK', '0')) if world > 1 else 0
     # The SGEMM probe only on rank 0, before the ranks meet: two probes at
@@ -98,25 +97,7 @@ def torch_worker(world, warmup, steps, data_dir):
     lib, mm = bc.torch_blas_info() if rank == 0 else ('?', 0.0)
     if world > 1:
         dist.init_process_group('gloo', rank=rank, world_size=world)
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(FEATURES, H1), torch.nn.ReLU(),
-        torch.nn.Linear(H1, H2), torch.nn.ReLU(),
-        torch.nn.Linear(H2, CLASSES))
-    if world > 1:
-        model = torch.nn.parallel.DistributedDataParallel(model)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    batches = bc.mlp_batches(data_dir, GLOBAL_BATCH // world, rank, world)
-    n = [0]
-
-    def step():
-        x, y = batches[n[0] % len(batches)]
-        n[0] += 1
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss.item()
+    step = bc.mlp_torch_step(data_dir, GLOBAL_BATCH // world, rank, world, ddp=world > 1)
 
     for _ in range(warmup):
         step()

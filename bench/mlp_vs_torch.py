@@ -45,26 +45,9 @@ PEAK_1CORE = 134.0
 
 def torch_worker(threads, warmup, steps, data_dir):
     import torch
-    import torch.nn.functional as F
     torch.set_num_threads(threads)
     lib, mm = bc.torch_blas_info()
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(FEATURES, H1), torch.nn.ReLU(),
-        torch.nn.Linear(H1, H2), torch.nn.ReLU(),
-        torch.nn.Linear(H2, CLASSES))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    batches = bc.mlp_batches(data_dir, BATCH)
-    n = [0]
-
-    def step():
-        x, y = batches[n[0] % len(batches)]
-        n[0] += 1
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss.item()
+    step = bc.mlp_torch_step(data_dir, BATCH)
 
     for _ in range(warmup):
         step()
