@@ -113,8 +113,10 @@ Executor::Executor(const ir::Graph& g, Backend& backend) : graph_(g), backend_(b
       const int in = node.inputs[k];
       const ir::Node& m = g[in];
       const size_t mi = static_cast<size_t>(in);
+      // Not when something reads the copy after the stack is made: the stack
+      // may be all-reduced in place by then (its bucket).
       if (in < g.forward_end || extra[mi] || slots[mi] != 1 || m.dtype != node.dtype ||
-          m.shape.elements().value_or(-1) != per)
+          m.shape.elements().value_or(-1) != per || last_use_all_[mi] > node.id)
         continue;
       if (m.op == ir::Op::Param || m.op == ir::Op::Input || m.op == ir::Op::Reshape || m.op == ir::Op::Slice ||
           m.op == ir::Op::Update)

@@ -12,6 +12,7 @@
 //    progress or log lines, evaluation over the whole eval split, checkpoints.
 #include "runtime/exec/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -118,6 +119,7 @@ class Trainer {
     total_ = c_.steps > 0 ? c_.steps : c_.epochs * steps_per_epoch;
     int64_t start = 0;
     if (!c_.resume_dir.empty() && !resume(start)) return 1;
+    total_ -= shift_;
     if (c_.confirm_params) {
       std::string why;
       if (!c_.confirm_params(paramsHash(), why)) {
@@ -149,7 +151,7 @@ class Trainer {
                 "\nhint: lower the learning rate, or set `clip = 1.0` in `train`\n";
         return 1;
       }
-      double lr = optim::scheduledLr(c_.schedule, c_.optimizer.lr, step, total_);
+      double lr = optim::scheduledLr(c_.schedule, c_.optimizer.lr, step + shift_, total_ + shift_);
       update(opt, step, lr);
       samples_since += c_.batch * c_.accumulate * c_.world;
       auto now = std::chrono::steady_clock::now();
@@ -160,7 +162,7 @@ class Trainer {
         metrics_.write({{"loss", loss}, {"lr", lr}, {"samples_per_s", rate}}, {{"step", step}, {"epoch", epoch}});
       window_loss += loss;
       ++window_steps;
-      bool epoch_end = steps_per_epoch > 0 && step % steps_per_epoch == 0;
+      bool epoch_end = steps_per_epoch > 0 && (step + shift_) % steps_per_epoch == 0;
       if (lead_ && (due(c_.log_every, step, epoch_end) || (tty_ && step == total_))) {
         std::string line = progress.line(step, window_loss / static_cast<double>(window_steps), rate);
         std::fputs(line.c_str(), stdout);
@@ -185,7 +187,7 @@ class Trainer {
     if (!p.epochs) return step % p.count == 0;
     if (!epoch_end) return false;
     int64_t steps_per_epoch = train_loader_->stepsPerEpoch() / c_.accumulate;
-    return (step / steps_per_epoch) % p.count == 0;
+    return ((step + shift_) / steps_per_epoch) % p.count == 0;
   }
 
   // FNV-1a over the paths and the values' bits, 64 bits at a time.
@@ -288,6 +290,7 @@ class Trainer {
         }
       }
     }
+    if (c_.accumulate == 1) unshareStepGrads();
     if (c_.accumulate > 1) {
       float inv = 1.0f / static_cast<float>(c_.accumulate);
       for (Param& p : params_)
@@ -295,6 +298,30 @@ class Trainer {
     }
     loss = sum / static_cast<double>(c_.accumulate);
     return true;
+  }
+
+  // Gradients left in executor memory may share it (two parameters with one
+  // gradient value, a view of another's gradient); clipping scales in place,
+  // so each overlapping one is copied into its own accumulator first.
+  void unshareStepGrads() {
+    std::vector<std::pair<const float*, Param*>> by_address;
+    for (Param& p : params_)
+      if (!p.grad.empty()) by_address.emplace_back(p.step_grad, &p);
+    std::sort(by_address.begin(), by_address.end());
+    const float* reach = nullptr;  // the furthest end so far
+    Param* reach_owner = nullptr;
+    for (auto& [at, p] : by_address) {
+      const float* end = at + p->grad.size();
+      if (reach && at < reach) {
+        for (Param* q : {p, reach_owner}) {
+          if (q->step_grad != q->grad.data()) {
+            std::memcpy(q->grad.data(), q->step_grad, q->grad.size() * 4);
+            q->step_grad = q->grad.data();
+          }
+        }
+      }
+      if (!reach || end > reach) reach = end, reach_owner = p;
+    }
   }
 
   void update(const optim::Optimizer& opt, int64_t step, double lr) {
@@ -409,15 +436,23 @@ class Trainer {
     int64_t global = c_.batch * c_.world;
     if (const data::Literal* e = state.get("global_batch"); e && e->i != global && e->i > 0) {
       int64_t samples = in_epoch * e->i;
-      if (samples % global != 0) {
+      if (samples % (global * c_.accumulate) != 0) {
         err_ += "--resume " + c_.resume_dir + ": the checkpoint's run had a global batch of " + std::to_string(e->i) +
                 " and stopped after " + std::to_string(samples) + " samples of epoch " + std::to_string(epoch) +
-                ", which is not a whole number of this run's global batches of " + std::to_string(global) +
+                ", which is not a whole number of this run's optimiser steps of " +
+                std::to_string(global * c_.accumulate) + " samples" +
                 "\nhint: choose `batch` so that batch × ranks divides " + std::to_string(samples) +
                 " (the same global batch as before continues the run exactly)\n";
         return false;
       }
       in_epoch = samples / global;
+      // Steps count on in this run's units for what depends on the epoch
+      // (its end, epochs-long periods, the total and the schedule); the
+      // optimiser keeps its own step count.
+      if (c_.epochs > 0) {
+        int64_t steps_per_epoch = train_loader_->stepsPerEpoch() / c_.accumulate;
+        shift_ = epoch * steps_per_epoch + in_epoch / c_.accumulate - c.step;
+      }
     }
     train_loader_->seek(epoch, in_epoch);
     start = c.step;
@@ -435,6 +470,7 @@ class Trainer {
   std::unique_ptr<data::Loader> train_loader_;
   io::MetricsWriter metrics_;
   int64_t total_ = 0;
+  int64_t shift_ = 0;  // this run's step count in the epoch's units, minus the optimiser's (resume())
   bool lead_ = true;
 };
 

@@ -211,6 +211,7 @@ bool readDtlExtras(Reader& r, RankEnv& env) {
   env.launcher_hosts_store = launched != nullptr && std::string(launched) == "1";
   if (!readStorePort(r, env)) return false;
   if (!r.integer(kEnvRestartCount, env.restart_count, false)) return false;
+  if (const char* t = r.raw(kEnvJobStarted)) env.job_started = std::strtoll(t, nullptr, 10);
   if (const char* t = r.raw(kEnvJoinTimeout)) {
     char* end = nullptr;
     double s = std::strtod(t, &end);

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <cstdint>
 #include <string>
 
 namespace dtl::rt::launch {
@@ -20,6 +21,7 @@ struct RankEnv {
   std::string source;                 // "torchrun", "OpenMPI" or "Slurm": whose variables were read
   bool launcher_hosts_store = false;  // DTL_LAUNCHED=1: dtl's launcher runs the store; else rank 0 does
   int restart_count = 0;              // DTL_RESTART_COUNT: how often the launcher restarted the ranks
+  int64_t job_started = 0;            // DTL_JOB_STARTED: when the launcher started the job (Unix seconds), or 0
   std::chrono::milliseconds join_timeout{300000};  // DTL_JOIN_TIMEOUT (seconds)
   std::string note;  // something worth telling the user (a default taken), or empty
 };
@@ -29,6 +31,7 @@ inline constexpr char kEnvToken[] = "DTL_JOB_TOKEN";
 inline constexpr char kEnvLaunched[] = "DTL_LAUNCHED";
 inline constexpr char kEnvRestartCount[] = "DTL_RESTART_COUNT";
 inline constexpr char kEnvJoinTimeout[] = "DTL_JOIN_TIMEOUT";
+inline constexpr char kEnvJobStarted[] = "DTL_JOB_STARTED";
 // Optional: the store's port when it is not MASTER_PORT (see rankEnvFrom).
 inline constexpr char kEnvStorePort[] = "DTL_STORE_PORT";
 

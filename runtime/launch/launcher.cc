@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <ctime>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -41,6 +42,7 @@ struct Plan {
   std::string exe;
   std::vector<std::string> argv;
   int nproc = 1, nnodes = 1, node_rank = 0;
+  int64_t started = 0;  // Unix seconds: checkpoints older than this are not this job's
   std::string host;
   int port = 0;
   std::string token;
@@ -111,6 +113,7 @@ std::vector<std::string> rankEnvironment(const Plan& p, const Child& c, int rest
       {kEnvToken, p.token},
       {kEnvLaunched, "1"},
       {kEnvRestartCount, std::to_string(restart)},
+      {kEnvJobStarted, std::to_string(p.started)},
       {kEnvJoinTimeout, std::to_string(p.join_timeout.count())},
   });
 }
@@ -238,6 +241,7 @@ std::string randomJobToken() {
 
 int launch(const LaunchOptions& o, std::string& err) {
   Plan p;
+  p.started = static_cast<int64_t>(::time(nullptr));
   p.argv = o.argv;
   p.nproc = o.nproc;
   p.nnodes = o.nnodes;

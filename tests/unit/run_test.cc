@@ -147,8 +147,50 @@ TEST_F(Run, ResumeWithAnotherGlobalBatchContinuesAtTheSameSample) {
   fs::remove_all(path("ck"));
   ASSERT_EQ(run({path("s.dtl"), "--steps", "3"}, &err), 0) << err;
   EXPECT_EQ(run({path("s.dtl"), "--set", "train.batch=5", "--resume", path("ck")}, &err), 1);
-  EXPECT_NE(err.find("global batch of 8 and stopped after 24 samples of epoch 0"), std::string::npos) << err;
+  EXPECT_NE(err.find("global batch of 8 and stopped after 24 samples of epoch 0, which is not a whole number of this "
+                     "run's optimiser steps of 5 samples"), std::string::npos) << err;
   EXPECT_NE(err.find("hint: choose `batch`"), std::string::npos) << err;
+}
+
+// An epoch-long run resumed with another batch trains to the end of its
+// epochs in the new units: 32 of 64 samples done at batch 8 (4 steps), 8
+// steps of batch 4 remain (steps 5-12), and the epoch ends (evaluation) at 12.
+TEST_F(Run, ResumeWithAnotherBatchEndsWithTheEpoch) {
+  dataset();
+  std::string s = spec("  checkpoint \"ck\" every 4 steps\n  eval every 1 epoch\n");
+  s.replace(s.find("steps = 20"), 10, "epochs = 1");
+  write("e.dtl", s);
+  std::string err;
+  ASSERT_EQ(run({path("e.dtl"), "--steps", "4"}, &err), 0) << err;
+  ASSERT_EQ(run({path("e.dtl"), "--set", "train.batch=4", "--resume", path("ck"), "--metrics", path("m.jsonl")}, &err),
+            0) << err;
+  std::vector<double> steps = losses("m.jsonl", "{\"step\": ");  // 8 steps, then the evaluation
+  ASSERT_EQ(losses("m.jsonl").size(), 8u);
+  ASSERT_EQ(steps.size(), 9u);
+  EXPECT_EQ(steps.front(), 5);
+  EXPECT_EQ(steps[7], 12);
+  EXPECT_EQ(losses("m.jsonl", "\"eval_accuracy\": ").size(), 1u);
+  for (double e : losses("m.jsonl", "\"epoch\": ")) EXPECT_EQ(e, 0);
+}
+
+// Two parameters with one gradient value (x @ (a + b)): clipping scales it
+// once, as two micro-batches of half the batch (which copy) do.
+TEST_F(Run, ClippingSharedGradientsScalesEachOnce) {
+  dataset();
+  std::string s = spec("  clip = 0.01\n", "sgd(lr = 0.5)");
+  s.replace(s.find("  l1 = Linear(f, h)"), std::string("  l1 = Linear(f, h)").size(),
+            "  param a : [f, c] init normal(std = 0.5)\n  param b : [f, c] init normal(std = 0.5)");
+  s.replace(s.find("  l2 = Linear(h, c)\n"), std::string("  l2 = Linear(h, c)\n").size(), "");
+  s.replace(s.find("l2(tanh(l1(x)))"), std::string("l2(tanh(l1(x)))").size(), "x @ (a + b)");
+  write("s.dtl", s);
+  std::string err;
+  ASSERT_EQ(run({path("s.dtl"), "--steps", "5", "--metrics", path("one.jsonl")}, &err), 0) << err;
+  ASSERT_EQ(run({path("s.dtl"), "--steps", "5", "--set", "train.batch=4", "--set", "train.accumulate=2", "--metrics",
+                 path("two.jsonl")}, &err), 0) << err;
+  std::vector<double> one = losses("one.jsonl"), two = losses("two.jsonl");
+  ASSERT_EQ(one.size(), 5u);
+  ASSERT_EQ(two.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_NEAR(one[i], two[i], 1e-5 * std::fabs(one[i])) << "step " << i + 1;
 }
 
 TEST_F(Run, NanLossStopsNamingTheStepAndKeepsTheLastCheckpoint) {

@@ -5,6 +5,7 @@
 #include "tools/dtlc/run_command.h"
 
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -338,8 +339,10 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
     comms.push_back(std::move(c));
     stride *= axis.size;
   }
-  // Ranks sharing this machine share its cores: no oversubscription.
-  config.threads = std::max(1, usableCores() / std::max(1, env.local_world_size));
+  // Ranks sharing this machine's cores divide them; a rank bound to its own
+  // cores (srun --cpu-bind, taskset per rank) has them to itself.
+  const bool whole_machine = usableCores() >= static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  config.threads = whole_machine ? std::max(1, usableCores() / std::max(1, env.local_world_size)) : usableCores();
   rt::comm::Store* raw = store.get();
   int rank = env.rank;
   config.on_step = [raw, rank](int64_t step) { rt::launch::reportStep(*raw, rank, step); };
@@ -368,7 +371,8 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
     err += "dtlc run: no SPEC given\nusage: dtlc run SPEC [--steps N] [--set KEY=VALUE]… [--metrics FILE]\n";
     return 2;
   }
-  if ((f.nproc > 1 || f.nnodes > 1) && !f.as_rank) return launchRanks(args, f, err);
+  // --max-restarts needs someone to restart the process: the launcher, even for one rank.
+  if ((f.nproc > 1 || f.nnodes > 1 || f.max_restarts > 0) && !f.as_rank) return launchRanks(args, f, err);
   rt::launch::RankEnv env;
   bool ranked = f.as_rank || rt::launch::rankEnvPresent([](const char* n) { return std::getenv(n); });
   if (ranked) {
@@ -395,9 +399,10 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
   if (int rc = refusals(fe, "run", err); rc != 0) return rc;
   rt::TrainConfig config = makeConfig(fe, f);
   // A rank the launcher started again after a failure continues from the
-  // job's latest checkpoint, when there is one.
-  if (ranked && env.restart_count > 0 && f.resume.empty() && !config.checkpoint_dir.empty() &&
-      access((config.checkpoint_dir + "/index.json").c_str(), R_OK) == 0) {
+  // latest checkpoint this job wrote (not an older run's), else as it began.
+  struct stat index{};
+  if (ranked && env.restart_count > 0 && !config.checkpoint_dir.empty() &&
+      ::stat((config.checkpoint_dir + "/index.json").c_str(), &index) == 0 && index.st_mtime >= env.job_started) {
     config.resume_dir = config.checkpoint_dir;
     if (env.rank == 0)
       std::fprintf(stdout, "restart %lld: resuming from %s\n", static_cast<long long>(env.restart_count),
