@@ -5,6 +5,7 @@ processes, interleaved round by round, and reports the best and the median of
 each side together with the machine load. Run the scripts with
 /usr/bin/python3: Debian's PyTorch is installed for that interpreter only.
 """
+import argparse
 import json
 import os
 import re
@@ -250,6 +251,19 @@ def mlp_batches(tmp, batch, rank=0, world=1):
         lo = (g * world + rank) * batch
         out.append((x[lo:lo + batch], y[lo:lo + batch]))
     return out
+
+
+def add_peer_args(ap):
+    """The options every dtl-vs-PyTorch MLP benchmark shares (after its own)."""
+    ap.add_argument('--openblas', default=None, help='a folder with an OpenBLAS libblas.so.3 for PyTorch')
+    ap.add_argument('--system-blas', action='store_true',
+                    help='also run PyTorch on the system BLAS when an OpenBLAS folder is found')
+    ap.add_argument('--dtl-passive', action='store_true',
+                    help='also run dtl with OMP_WAIT_POLICY=passive (a diagnostic, not in the ratio)')
+    ap.add_argument('--dtlc', default=None)
+    ap.add_argument('--json', default=None, help='write the results here (for run_all.sh)')
+    ap.add_argument('--torch-worker', type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument('--data', default=None, help=argparse.SUPPRESS)
 
 
 def mlp_torch_step(data_dir, batch, rank=0, world=1, ddp=False):

@@ -209,18 +209,10 @@ def main():
     ap.add_argument('--rounds', type=int, default=3)
     ap.add_argument('--steps', type=int, default=60)
     ap.add_argument('--warmup', type=int, default=10)
-    ap.add_argument('--openblas', default=None, help='a folder with an OpenBLAS libblas.so.3 for PyTorch')
-    ap.add_argument('--system-blas', action='store_true',
-                    help='also run PyTorch on the system BLAS when an OpenBLAS folder is found')
     ap.add_argument('--dtl-one-core', action='store_true',
                     help='also run dtl on 1 rank pinned to one core (taskset -c 0; a diagnostic base for '
                          'its scaling, not in the ratio)')
-    ap.add_argument('--dtl-passive', action='store_true',
-                    help='also run dtl with OMP_WAIT_POLICY=passive (a diagnostic, not in the ratio)')
-    ap.add_argument('--dtlc', default=None)
-    ap.add_argument('--json', default=None, help='write the results here (for run_all.sh)')
-    ap.add_argument('--torch-worker', type=int, default=None, help=argparse.SUPPRESS)
-    ap.add_argument('--data', default=None, help=argparse.SUPPRESS)
+    bc.add_peer_args(ap)
     args = ap.parse_args()
     if args.torch_worker is not None:
         return torch_worker(args.torch_worker, args.warmup, args.steps, args.data)
