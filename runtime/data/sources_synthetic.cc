@@ -17,16 +17,19 @@ uint64_t baseKey(uint64_t seed, uint64_t field, uint64_t stream, int64_t sample)
   return hashKey(seed ^ stream, field, static_cast<uint64_t>(sample));
 }
 
-// out[j] ~ N(0, 1) for j < n: pair p from the counter hashes of 2p and 2p+1 under `base`.
-template <class T>
-void normals(uint64_t base, T* out, int64_t n) {
+// out[j] ~ N(0, 1) for j < n: pair p from the counter hashes of 2p and 2p+1
+// under `base` (Box-Muller). In float: the samples are f32 anyway, and the
+// float log and sincos halve the cost of a batch (it is made on every step);
+// 24-bit uniforms cut the tails at 5.8 sigma.
+void normals(uint64_t base, float* out, int64_t n) {
   for (int64_t p = 0; 2 * p < n; ++p) {
     uint64_t h1 = mix64(base ^ static_cast<uint64_t>(2 * p)), h2 = mix64(base ^ static_cast<uint64_t>(2 * p + 1));
-    double u1 = (static_cast<double>(h1 >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
-    double theta = 6.283185307179586 * static_cast<double>(h2 >> 11) * 0x1.0p-53;
-    double r = std::sqrt(-2.0 * std::log(u1));
-    out[2 * p] = static_cast<T>(r * std::cos(theta));
-    if (2 * p + 1 < n) out[2 * p + 1] = static_cast<T>(r * std::sin(theta));
+    float u1 = (static_cast<float>(h1 >> 40) + 1.0f) * 0x1.0p-24f;  // (0, 1]
+    float theta = 6.28318531f * static_cast<float>(h2 >> 40) * 0x1.0p-24f;
+    float r = std::sqrt(-2.0f * std::log(u1)), s, c;
+    ::sincosf(theta, &s, &c);
+    out[2 * p] = r * c;
+    if (2 * p + 1 < n) out[2 * p + 1] = r * s;
   }
 }
 
