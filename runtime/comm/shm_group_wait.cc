@@ -13,6 +13,7 @@
 #include <fstream>
 #include <thread>
 
+#include "core/cpus.h"
 #include "runtime/comm/shm_communicator.h"
 #include "runtime/comm/shm_group.h"
 #include "runtime/comm/work.h"
@@ -28,12 +29,6 @@ struct MessageHeader {
   int64_t tag;
   uint64_t bytes;
 };
-
-int usableCpus() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-  return std::max(1u, std::thread::hardware_concurrency());
-}
 
 void ringWrite(uint8_t* ring, size_t cap, uint64_t pos, const void* src, size_t n) {
   size_t at = pos % cap, first = std::min(n, cap - at);

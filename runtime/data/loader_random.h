@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/hash.h"
+
 namespace dtl::rt::data::detail {
 
 // splitmix64's output function: a bijective 64-bit mixer.
@@ -22,11 +24,7 @@ inline uint64_t hashKey(uint64_t a, uint64_t b, uint64_t c = 0, uint64_t d = 0) 
 }
 
 // FNV-1a, to key streams by field name.
-inline uint64_t nameHash(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
-  return h;
-}
+inline uint64_t nameHash(std::string_view s) { return fnv1a(s); }
 
 // [0, n) from 64 random bits (multiply-shift; bias below 2^-40 for n < 2^24).
 inline uint64_t scaleTo(uint64_t bits, uint64_t n) {

@@ -1,5 +1,7 @@
 #include "runtime/exec/param_init.h"
 
+#include "core/hash.h"
+
 #include <cmath>
 
 namespace dtl::rt {
@@ -31,8 +33,7 @@ double arg(const ParamSpec& p, const char* name, double fallback) {
 std::vector<float> initParam(const ParamSpec& p, uint64_t seed) {
   int64_t n = p.shape.elements().value_or(0);
   std::vector<float> out(static_cast<size_t>(n), 0.0f);
-  uint64_t state = seed;
-  for (char c : p.path) state = (state ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  uint64_t state = fnv1a(p.path, seed);
   double fan_in = 1, fan_out = 1;
   for (size_t i = static_cast<size_t>(p.stack_dims); i < p.shape.dims.size(); ++i)
     (i == static_cast<size_t>(p.stack_dims) ? fan_in : fan_out) *= static_cast<double>(p.shape.dims[i].size);

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/hash.h"
 #include "core/json.h"
 #include "runtime/data/literal.h"
 #include "runtime/exec/executor.h"
@@ -190,27 +191,11 @@ class Trainer {
     return ((step + shift_) / steps_per_epoch) % p.count == 0;
   }
 
-  // FNV-1a over the paths and the values' bits, 64 bits at a time.
+  // Over every parameter's path and values' bits.
   std::string paramsHash() const {
-    uint64_t h = 1469598103934665603ull;
-    auto mix = [&h](uint64_t w) { h = (h ^ w) * 1099511628211ull; };
-    for (const Param& p : params_) {
-      for (char ch : p.spec->path) mix(static_cast<uint8_t>(ch));
-      size_t n = p.value.size(), k = 0;
-      for (; k + 2 <= n; k += 2) {
-        uint64_t w;
-        std::memcpy(&w, &p.value[k], 8);
-        mix(w);
-      }
-      if (k < n) {
-        uint32_t w;
-        std::memcpy(&w, &p.value[k], 4);
-        mix(w);
-      }
-    }
-    char text[17];
-    std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
-    return text;
+    uint64_t h = kFnvOffset;
+    for (const Param& p : params_) h = fnv1a(p.value.data(), p.value.size() * 4, fnv1a(p.spec->path, h));
+    return hex64(h);
   }
 
   bool initFrom(const std::string& file) {

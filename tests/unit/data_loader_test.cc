@@ -20,40 +20,14 @@
 #include <vector>
 
 #include "runtime/data/loader.h"
+#include "tests/unit/scratch_dir.h"
 
 namespace fs = std::filesystem;
 using namespace dtl::rt::data;
 
 namespace {
 
-class Loading : public ::testing::Test {
- public:
-  void SetUp() override {
-    static std::atomic<int> counter{0};
-    dir_ = fs::temp_directory_path() / ("dtl_loader_test_" + std::to_string(getpid()) + "_" +
-                                        std::to_string(counter++) + "_" + std::to_string(std::random_device{}()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string write(const std::string& name, const std::string& bytes) {
-    std::string p = (dir_ / name).string();
-    std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    return p;
-  }
-  std::string writeGz(const std::string& name, const std::string& bytes) {
-    std::string p = (dir_ / name).string();
-    gzFile gz = gzopen(p.c_str(), "wb");
-    if (!bytes.empty()) gzwrite(gz, bytes.data(), static_cast<unsigned>(bytes.size()));
-    gzclose(gz);
-    return p;
-  }
-
- protected:
-  fs::path dir_;
-};
+class Loading : public dtl::testing::ScratchDirTest {};
 
 // ---------------------------------------------------------------- file builders
 

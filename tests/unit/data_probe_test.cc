@@ -16,37 +16,15 @@
 
 #include "runtime/data/literal.h"
 #include "runtime/data/probe.h"
+#include "tests/unit/scratch_dir.h"
 
 namespace fs = std::filesystem;
 using namespace dtl::rt::data;
 
 namespace {
 
-class Probe : public ::testing::Test {
+class Probe : public dtl::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    static std::atomic<int> counter{0};
-    dir_ = fs::temp_directory_path() / ("dtl_probe_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++) +
-                                        "_" + std::to_string(std::random_device{}()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
-  std::string write(const std::string& name, const std::string& bytes) {
-    std::string p = (dir_ / name).string();
-    std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    return p;
-  }
-  std::string writeGz(const std::string& name, const std::string& bytes) {
-    std::string p = (dir_ / name).string();
-    gzFile gz = gzopen(p.c_str(), "wb");
-    if (!bytes.empty()) gzwrite(gz, bytes.data(), static_cast<unsigned>(bytes.size()));
-    gzclose(gz);
-    return p;
-  }
   static std::string gzBytes(const std::string& bytes) {  // in-memory gzip, for corrupting
     z_stream z{};
     deflateInit2(&z, 6, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY);
@@ -61,7 +39,6 @@ class Probe : public ::testing::Test {
     return out;
   }
 
-  fs::path dir_;
 };
 
 std::string be32(uint32_t v) {

@@ -23,32 +23,19 @@
 #include "runtime/io/metrics_writer.h"
 #include "runtime/io/progress.h"
 #include "runtime/io/safetensors.h"
+#include "tests/unit/scratch_dir.h"
 
 namespace dtl::rt::io {
 namespace {
 
 namespace fs = std::filesystem;
 
-class Io : public ::testing::Test {
+class Io : public dtl::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    static std::atomic<int> counter{0};
-    dir_ = fs::temp_directory_path() / ("dtl_io_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++) +
-                                        "_" + std::to_string(std::random_device{}()));
-    fs::create_directories(dir_);
-  }
   void TearDown() override {
     setFaultHookForTesting(nullptr);
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
+    ScratchDirTest::TearDown();
   }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  std::string write(const std::string& name, const std::string& bytes) {
-    std::string p = path(name);
-    std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    return p;
-  }
-  fs::path dir_;
 };
 
 std::string slurp(const std::string& p) {

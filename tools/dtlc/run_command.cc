@@ -4,18 +4,18 @@
 // schedule, periods) and calls rt::train.
 #include "tools/dtlc/run_command.h"
 
-#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 
 #include "compiler/driver/frontend.h"
 #include "compiler/sema/print_sema.h"
+#include "core/cpus.h"
 #include "core/graph.h"
+#include "core/hash.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/exec/trainer.h"
 #include "runtime/launch/launcher.h"
@@ -156,16 +156,6 @@ std::vector<rt::data::FieldSpec> fields(const sema::Spec& spec, const std::strin
   return out;
 }
 
-// The cores this process may run on: its affinity mask (taskset, a cgroup
-// cpuset, Slurm's binding), not every core of the machine — more GEMM threads
-// than cores would time-slice each other.
-int usableCores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 rt::Period period(const sema::Every& e) { return rt::Period{e.present ? e.count : 0, e.unit == "epochs"}; }
 
 rt::TrainConfig makeConfig(const driver::Frontend& fe, const RunFlags& f) {
@@ -225,7 +215,7 @@ rt::TrainConfig makeConfig(const driver::Frontend& fe, const RunFlags& f) {
   c.resume_dir = f.resume;
   c.metrics_file = f.metrics;
   c.reference_kernels = f.kernels == "reference";
-  c.threads = usableCores();
+  c.threads = usableCpus();
   return c;
 }
 
@@ -290,12 +280,7 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
     failure = s.message;
     return false;
   }
-  std::string text = programText(fe, config);
-  uint64_t h = 1469598103934665603ull;
-  for (char c : text) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
-  char fp[32];
-  std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(h));
-  s = rt::launch::checkFingerprints(*store, env, fp, timeout);
+  s = rt::launch::checkFingerprints(*store, env, hex64(fnv1a(programText(fe, config))), timeout);
   if (!s.ok) {
     failure = s.message;
     return false;
@@ -341,8 +326,9 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
   }
   // Ranks sharing this machine's cores divide them; a rank bound to its own
   // cores (srun --cpu-bind, taskset per rank) has them to itself.
-  const bool whole_machine = usableCores() >= static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  config.threads = whole_machine ? std::max(1, usableCores() / std::max(1, env.local_world_size)) : usableCores();
+  const int cpus = usableCpus();
+  const bool whole_machine = cpus >= static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  config.threads = whole_machine ? std::max(1, cpus / std::max(1, env.local_world_size)) : cpus;
   rt::comm::Store* raw = store.get();
   int rank = env.rank;
   config.on_step = [raw, rank](int64_t step) { rt::launch::reportStep(*raw, rank, step); };
