@@ -254,7 +254,7 @@ def mlp_batches(tmp, batch, rank=0, world=1):
 
 
 def add_peer_args(ap):
-    """The options every dtl-vs-PyTorch MLP benchmark shares (after its own)."""
+    """The options every dtl-vs-PyTorch benchmark shares (after its own)."""
     ap.add_argument('--openblas', default=None, help='a folder with an OpenBLAS libblas.so.3 for PyTorch')
     ap.add_argument('--system-blas', action='store_true',
                     help='also run PyTorch on the system BLAS when an OpenBLAS folder is found')
@@ -263,7 +263,13 @@ def add_peer_args(ap):
     ap.add_argument('--dtlc', default=None)
     ap.add_argument('--json', default=None, help='write the results here (for run_all.sh)')
     ap.add_argument('--torch-worker', type=int, default=None, help=argparse.SUPPRESS)
-    ap.add_argument('--data', default=None, help=argparse.SUPPRESS)
+
+
+def rotated(jobs, round_index):
+    """The jobs of one round, starting one further along each round, so no
+    configuration always runs first (or right after the same neighbour)."""
+    k = round_index % len(jobs)
+    return jobs[k:] + jobs[:k]
 
 
 def mlp_torch_step(data_dir, batch, rank=0, world=1, ddp=False):

@@ -213,6 +213,7 @@ def main():
                     help='also run dtl on 1 rank pinned to one core (taskset -c 0; a diagnostic base for '
                          'its scaling, not in the ratio)')
     bc.add_peer_args(ap)
+    ap.add_argument('--data', default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_worker is not None:
         return torch_worker(args.torch_worker, args.warmup, args.steps, args.data)
@@ -265,8 +266,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix='dtl_bench_ddp_') as tmp:
         bc.mlp_data(tmp)
         for r in range(args.rounds):
-            k = r % len(jobs)
-            for job in jobs[k:] + jobs[:k]:
+            for job in bc.rotated(jobs, r):
                 if job['kind'] == 'dtl':
                     s, wall, ls = run_dtl(dtlc, job, args.warmup, args.steps, tmp)
                     res[job['key']].append(1.0 / s)

@@ -131,14 +131,7 @@ def main():
     ap.add_argument('--rounds', type=int, default=2)
     ap.add_argument('--epochs', type=int, default=4)
     ap.add_argument('--threads', default='1,2', help='PyTorch thread counts to run, comma-separated')
-    ap.add_argument('--openblas', default=None, help='a folder with an OpenBLAS libblas.so.3 for PyTorch')
-    ap.add_argument('--system-blas', action='store_true',
-                    help='also run PyTorch on the system BLAS when an OpenBLAS folder is found')
-    ap.add_argument('--dtl-passive', action='store_true',
-                    help='also run dtl with OMP_WAIT_POLICY=passive (a diagnostic, not in the ratio)')
-    ap.add_argument('--dtlc', default=None)
-    ap.add_argument('--json', default=None)
-    ap.add_argument('--torch-worker', type=int, default=None, help=argparse.SUPPRESS)
+    bc.add_peer_args(ap)
     ap.add_argument('--workdir', default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_worker is not None:
@@ -163,8 +156,7 @@ def main():
         shutil.copyfile(SAMPLE, spec)
         for r in range(args.rounds):
             jobs = dcfgs + cfgs
-            k = r % len(jobs)
-            for job in jobs[k:] + jobs[:k]:
+            for job in bc.rotated(jobs, r):
                 if len(job) == 3:
                     metrics = os.path.join(tmp, 'metrics.jsonl')
                     if os.path.exists(metrics):

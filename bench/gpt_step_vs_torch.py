@@ -138,14 +138,8 @@ def main():
     ap.add_argument('--steps', type=int, default=3)
     ap.add_argument('--warmup', type=int, default=1)
     ap.add_argument('--threads', default='1,2', help='PyTorch thread counts, comma-separated')
-    ap.add_argument('--openblas', default=None, help='a folder with an OpenBLAS libblas.so.3 for PyTorch')
-    ap.add_argument('--system-blas', action='store_true', help='also run PyTorch on the system BLAS')
     ap.add_argument('--torch-layout', choices=('per-layer', 'stacked'), default='per-layer')
-    ap.add_argument('--dtl-passive', action='store_true',
-                    help='also run dtl with OMP_WAIT_POLICY=passive (a diagnostic, not in the ratio)')
-    ap.add_argument('--dtlc', default=None)
-    ap.add_argument('--json', default=None)
-    ap.add_argument('--torch-worker', type=int, default=None, help=argparse.SUPPRESS)
+    bc.add_peer_args(ap)
     args = ap.parse_args()
     if args.torch_worker is not None:
         return torch_worker(args.torch_worker, args.warmup, args.steps, args.torch_layout)
@@ -182,8 +176,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix='dtl_bench_gpt_') as tmp:
         for r in range(args.rounds):
             jobs = dcfgs + cfgs
-            k = r % len(jobs)
-            for job in jobs[k:] + jobs[:k]:
+            for job in bc.rotated(jobs, r):
                 if len(job) == 3:
                     metrics = os.path.join(tmp, 'gpt_metrics.jsonl')
                     if os.path.exists(metrics):

@@ -81,6 +81,7 @@ def main():
     ap.add_argument('--steps', type=int, default=60)
     ap.add_argument('--warmup', type=int, default=10)
     bc.add_peer_args(ap)
+    ap.add_argument('--data', default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_worker is not None:
         return torch_worker(args.torch_worker, args.warmup, args.steps, args.data)
@@ -111,8 +112,7 @@ def main():
         bc.mlp_data(tmp)
         for r in range(args.rounds):
             jobs = dcfgs + cfgs
-            k = r % len(jobs)
-            for job in jobs[k:] + jobs[:k]:
+            for job in bc.rotated(jobs, r):
                 if len(job) == 3:
                     s, wall = run_dtl(dtlc, args.warmup, args.steps, tmp, env=job[2])
                     res[job[0]].append(1.0 / s)
