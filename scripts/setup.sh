@@ -9,11 +9,11 @@ packages=(
   # front end: ANTLR4 tool (Java) and its C++ runtime; fuzzing with clang
   antlr4 libantlr4-runtime-dev clang-14 libclang-rt-14-dev
   # code generation and kernels (later stages)
-  llvm-14-dev libdnnl-dev zlib1g-dev
+  llvm-14-dev libdnnl-dev ocl-icd-opencl-dev zlib1g-dev
   # communication (later stages)
   libgloo-dev libopenmpi-dev openmpi-bin
   # tests and benchmarks
-  googletest libgtest-dev libbenchmark-dev hyperfine
+  googletest libgtest-dev libgmock-dev libbenchmark-dev hyperfine iproute2
   # real data for the samples
   dataset-fashion-mnist python3-sklearn base-files
   # the PyTorch peer: parity tests and benchmarks (Debian's 1.13, for /usr/bin/python3)
