@@ -7,7 +7,7 @@ packages=(
   # build
   cmake ninja-build g++ default-jre-headless
   # front end: ANTLR4 tool (Java) and its C++ runtime; fuzzing with clang
-  antlr4 libantlr4-runtime-dev clang-14 libclang-rt-14-dev
+  antlr4 libantlr4-runtime-dev uuid-dev clang-14 libclang-rt-14-dev
   # code generation and kernels (later stages)
   llvm-14-dev libdnnl-dev ocl-icd-opencl-dev zlib1g-dev
   # communication (later stages)
@@ -19,6 +19,12 @@ packages=(
   # the PyTorch peer: parity tests and benchmarks (Debian's 1.13, for /usr/bin/python3)
   python3-torch python3-numpy
 )
+
+# `setup.sh --list` prints the list (tests/deps/check_build_deps.py reads it).
+if [ "${1:-}" = --list ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do
