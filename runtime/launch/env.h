@@ -48,6 +48,11 @@ using EnvLookup = std::function<const char*(const char* name)>;
 // or SLURM_PROCID): this process is meant to be one rank of a job.
 bool rankEnvPresent(const EnvLookup& lookup);
 
+// The interface Gloo should bind, as RankEnv::iface and iface_from: from
+// DTL_SOCKET_IFNAME, else the first of GLOO_SOCKET_IFNAME's (a comma-separated
+// list for PyTorch, which may use several); both empty when neither is set.
+void interfaceFromEnv(const EnvLookup& lookup, std::string& iface, std::string& iface_from);
+
 // Fills `env` from the variables; false with `err` naming the variable and
 // the problem ("RANK=4 is not below WORLD_SIZE=4"). torchrun's variables win
 // over OpenMPI's, which win over Slurm's. With OpenMPI or Slurm an unset

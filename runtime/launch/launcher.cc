@@ -237,7 +237,7 @@ Outcome runGeneration(const Plan& p, int restart, SignalCatcher& signals, NodeWa
 
 // A job on several nodes: this node's launcher tells the others how it ended
 // (node 0 first waits for theirs, as it hosts the store they read).
-Outcome finishNode(const Plan& p, NodeWatch& watch, Outcome out) {
+Outcome finishNode(const Plan& p, NodeWatch& watch, SignalCatcher& signals, Outcome out) {
   watch.stop();
   bool stopped_by_other = out.code != 0 && !watch.reason().empty() &&
                           out.message.rfind(watch.reason(), 0) == 0;
@@ -246,7 +246,10 @@ Outcome finishNode(const Plan& p, NodeWatch& watch, Outcome out) {
   if (p.node_rank != 0) return out;
   auto bound = out.code == 0 ? std::chrono::milliseconds(kOtherNodesAfterSuccess)
                              : p.stop_grace + std::chrono::milliseconds(kOtherNodesAfterFailure);
-  std::string others = watch.waitForOtherNodes(bound);
+  int sig = 0;  // a signal here gives up waiting, not the message
+  std::string others = watch.waitForOtherNodes(bound, [&] { return sig != 0 || (sig = signals.take()) != 0; });
+  if (out.code == 0 && sig != 0)
+    return {128 + sig, "interrupted by " + signalName(sig) + " while waiting for the other nodes to end", false};
   if (out.code == 0 && !others.empty()) return {1, others, false};
   return out;
 }
@@ -254,12 +257,7 @@ Outcome finishNode(const Plan& p, NodeWatch& watch, Outcome out) {
 // The interface named by --iface, else by the environment the ranks inherit.
 bool checkInterface(const LaunchOptions& o, const Plan& p, std::string& err) {
   std::string iface = o.iface, from = "--iface";
-  for (const char* name : {kEnvSocketIfname, "GLOO_SOCKET_IFNAME"}) {
-    const char* v = std::getenv(name);
-    if (!iface.empty() || v == nullptr || *v == '\0') continue;
-    iface = std::string(v).substr(0, std::string(v).find(','));
-    from = std::string(name) + "=";
-  }
+  if (iface.empty()) interfaceFromEnv([](const char* n) { return std::getenv(n); }, iface, from);
   std::string address;
   return chooseBindAddress(p.host, iface, from, systemNet(), address, err);
 }
@@ -373,7 +371,7 @@ int launch(const LaunchOptions& o, std::string& err) {
   }
   for (int attempt = 0;; ++attempt) {
     Outcome out = runGeneration(p, attempt, signals, watch.get());
-    if (watch) out = finishNode(p, *watch, out);
+    if (watch) out = finishNode(p, *watch, signals, out);
     if (out.code == 0) return 0;
     if (!out.retryable || attempt >= o.max_restarts) {
       err = out.message;

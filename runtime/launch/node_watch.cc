@@ -4,6 +4,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "runtime/comm/tcp_store.h"
 
 namespace dtl::rt::launch {
@@ -108,13 +110,19 @@ void NodeWatch::publishEnd(int code) {
   if (store) (void)store->set(endedKey(node_rank_), bytes(std::to_string(code)));
 }
 
-std::string NodeWatch::waitForOtherNodes(milliseconds timeout) {
+std::string NodeWatch::waitForOtherNodes(milliseconds timeout, const std::function<bool()>& give_up) {
   auto store = publisher();
   if (!store) return "";
   std::vector<std::string> keys;
   for (int k = 0; k < nnodes_; ++k)
     if (k != node_rank_) keys.push_back(endedKey(k));
-  comm::Status waited = store->wait(keys, timeout);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  comm::Status waited = comm::Status::error("timed out");
+  while (!waited.ok && !give_up() && std::chrono::steady_clock::now() < deadline) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    waited = store->wait(keys, std::clamp(left, milliseconds(0), milliseconds(200)));
+    if (!waited.ok && !isTimeout(waited)) break;  // the store is gone: nobody can say any more
+  }
   std::vector<uint8_t> v;
   if (store->get(kFailed, v, milliseconds(0)).ok) return std::string(v.begin(), v.end());
   if (waited.ok) return "";

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -41,9 +42,10 @@ class NodeWatch {
   std::string publishFailure(const std::string& message);
   // This node's launcher is done; node 0 then waits (waitForOtherNodes).
   void publishEnd(int code);
-  // Node 0: up to `timeout` for every other node's end. Returns "" when all
-  // ended with 0, else what went wrong (a node failed or never said).
-  std::string waitForOtherNodes(std::chrono::milliseconds timeout);
+  // Node 0: up to `timeout` for every other node's end, or until give_up()
+  // (checked a few times a second). Returns "" when all ended with 0, else
+  // what went wrong (a node failed or never said).
+  std::string waitForOtherNodes(std::chrono::milliseconds timeout, const std::function<bool()>& give_up);
 
  private:
   void run();
