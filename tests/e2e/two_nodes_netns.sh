@@ -16,9 +16,8 @@ skip() { echo "SKIPPED: $*"; exit 77; }
 command -v ip >/dev/null && command -v unshare >/dev/null || skip "needs ip (iproute2) and unshare (util-linux)"
 
 ns0=dtl2n$$a; ns1=dtl2n$$b; veth0=d2n$$a; veth1=d2n$$b
-pids=()
 cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  for p in $(jobs -p); do kill -KILL "$p" 2>/dev/null; done  # only background jobs still running
   ip netns del "$ns0" 2>/dev/null
   ip netns del "$ns1" 2>/dev/null  # deleting a namespace deletes its end of the veth
 }
@@ -69,7 +68,7 @@ ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 "$dtlc" run s.dtl --metrics one.jsonl >/dev/null || fail "the one-rank run failed"
 node 1 "$dtlc" run s.dtl --nproc 2 --nnodes 2 --node-rank 1 --master "$master" --join-timeout 20 \
   --set train.batch=6 >train1.out 2>train1.err &
-pids+=($!); node1=$!
+node1=$!
 node 0 "$dtlc" run s.dtl --nproc 2 --nnodes 2 --node-rank 0 --master "$master" --join-timeout 20 \
   --set train.batch=6 --metrics two.jsonl >train0.out 2>train0.err
 rc0=$?
@@ -95,7 +94,7 @@ one_node_fails() {
   start=$(date +%s%N)
   node "$bad" "$dtlc" run missing.dtl --nproc 2 --nnodes 2 --node-rank "$bad" --master "$master" \
     --join-timeout 60 >"bad$bad.out" 2>"bad$bad.err" &
-  pids+=($!); bad_pid=$!
+  bad_pid=$!
   node "$good" "$dtlc" run s.dtl --nproc 2 --nnodes 2 --node-rank "$good" --master "$master" \
     --join-timeout 60 >"good$good.out" 2>"good$good.err"
   rc_good=$?; took=$(ms_since "$start")

@@ -124,11 +124,11 @@ TEST(TcpStoreOutOfDescriptors, IdleConnectionsNeitherSpinTheServerNorLockOutARan
   EXPECT_FALSE(closedByServer(idle.back(), milliseconds(0))) << "the newest idle connection was closed";
 
   store.reset();
-  for (int fd : idle) ::close(fd);
-  ASSERT_TRUE(writeAll(down[1], "d", 1));
+  ASSERT_TRUE(writeAll(down[1], "d", 1));  // the server stops first, so closing these is not news to it
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "server child ended with status " << status;
+  for (int fd : idle) ::close(fd);
 }
 
 }  // namespace
