@@ -231,7 +231,7 @@ Outcome runGeneration(const Plan& p, int restart, SignalCatcher& signals, NodeWa
     const Child& c = children[*failed];
     return {exitCode(c.wait_status), describeFailure(p, c), true};
   }
-  if (!elsewhere.empty()) return {1, elsewhere + "; this node's ranks were stopped", false};
+  if (!elsewhere.empty()) return {1, elsewhere + "; so node " + std::to_string(p.node_rank) + "'s ranks were stopped too", false};
   return {};
 }
 

@@ -7,7 +7,9 @@
 #      address, not loopback) and match the one-rank losses;
 #   2. node 1's ranks fail (its spec does not compile): node 0's launcher
 #      ends within seconds, naming the failure, not at its 60 s join timeout;
-#   3. the same the other way round.
+#   3. the same the other way round;
+#   4. a rank of node 1 killed mid-run: node 0's launcher ends within seconds,
+#      naming it.
 # Needs root (ip netns, unshare); elsewhere it skips (exit 77) saying why.
 set -uo pipefail
 dtlc=$1; work=$2
@@ -109,4 +111,33 @@ one_node_fails() {
 }
 one_node_fails 1
 one_node_fails 0
+
+# 4. A rank of node 1 killed mid-run: node 0's launcher ends within seconds,
+# naming it.
+node 1 "$dtlc" run s.dtl --nproc 2 --nnodes 2 --node-rank 1 --master "$master" --set train.steps=100000000 \
+  --set train.batch=6 >mid1.out 2>mid1.err &
+mid1=$!
+node 0 "$dtlc" run s.dtl --nproc 2 --nnodes 2 --node-rank 0 --master "$master" --set train.steps=100000000 \
+  --set train.batch=6 --metrics mid.jsonl >mid0.out 2>mid0.err &
+mid0=$!
+for _ in $(seq 1 300); do [ -s mid.jsonl ] && [ "$(wc -l <mid.jsonl)" -ge 3 ] && break; sleep 0.1; done
+victim=""
+for pid in $(ip netns pids "$ns1"); do
+  tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'RANK=3' && victim=$pid
+done
+if [ -z "$victim" ]; then
+  fail "rank killed mid-run: could not find rank 3's process in node 1"
+else
+  start=$(date +%s%N)
+  kill -KILL "$victim"
+  wait "$mid0"; rc0=$?; took=$(ms_since "$start")
+  wait "$mid1"; rc1=$?
+  if [ "$rc0" -ne 0 ] && [ "$rc1" -ne 0 ] && [ "$took" -lt 15000 ] &&
+     grep -q "rank 3 (local rank 1 on dtl-node-1) (pid $victim) was killed by SIGKILL after step" mid0.err; then
+    pass "rank 3 killed on node 1; node 0's launcher ended in ${took} ms: $(grep -m1 'dtlc run: ' mid0.err)"
+  else
+    fail "rank 3 killed on node 1: node 0 exit $rc0 after ${took} ms, node 1 exit $rc1"
+    echo "--- node 0:"; cat mid0.err; echo "--- node 1:"; cat mid1.err
+  fi
+fi
 exit $((fails > 0))

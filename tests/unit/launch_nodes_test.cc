@@ -254,8 +254,8 @@ void oneNodeFails(int failing) {
   EXPECT_NE(bad.log.find("launcher: " + first), std::string::npos) << bad.log;
   EXPECT_EQ(other.code, 1) << other.log;
   EXPECT_NE(other.log.find("launcher: " + first), std::string::npos) << other.log;
-  EXPECT_NE(other.log.find("exited with status 1 before finishing a step; the other ranks were stopped; this node's "
-                           "ranks were stopped"),
+  EXPECT_NE(other.log.find("exited with status 1 before finishing a step; the other ranks were stopped; so node " +
+                           std::to_string(1 - failing) + "'s ranks were stopped too"),
             std::string::npos)
       << other.log;
   EXPECT_LT(other.ms, 10000) << other.log;
