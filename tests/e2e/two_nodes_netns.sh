@@ -4,7 +4,8 @@
 # its own UTS (host name), IPC and mount namespace with a private /dev/shm,
 # so a rank can reach the other node only over the veth:
 #   1. two launchers of two ranks each train together (Gloo binds the veth's
-#      address, not loopback) and match the one-rank losses;
+#      address, not loopback: node 0 by the route to the master, node 1 by
+#      --iface) and match the one-rank losses;
 #   2. node 1's ranks fail (its spec does not compile): node 0's launcher
 #      ends within seconds, naming the failure, not at its 60 s join timeout;
 #   3. the same the other way round;
@@ -66,10 +67,11 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 pass() { echo "ok: $*"; }
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
-# 1. Training across the link.
+# 1. Training across the link (a rank that bound loopback would be refused
+# by the other node within the 20 s join timeout).
 "$dtlc" run s.dtl --metrics one.jsonl >/dev/null || fail "the one-rank run failed"
 node 1 "$dtlc" run s.dtl --nproc 2 --nnodes 2 --node-rank 1 --master "$master" --join-timeout 20 \
-  --set train.batch=6 >train1.out 2>train1.err &
+  --iface "$veth1" --set train.batch=6 >train1.out 2>train1.err &
 node1=$!
 node 0 "$dtlc" run s.dtl --nproc 2 --nnodes 2 --node-rank 0 --master "$master" --join-timeout 20 \
   --set train.batch=6 --metrics two.jsonl >train0.out 2>train0.err
