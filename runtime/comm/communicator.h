@@ -42,6 +42,10 @@ class Communicator {
   virtual Status barrier() = 0;
 };
 
+// The shared-memory backend's largest group (its segment holds a channel per
+// ordered pair of ranks).
+inline constexpr int kShmMaxGroupSize = 255;
+
 struct GroupOptions {
   std::shared_ptr<Store> store;
   std::string prefix;  // keys of this group in the store, e.g. "dp/0/"

@@ -276,7 +276,12 @@ std::string segmentName(const std::string& prefix) {
 
 std::unique_ptr<Communicator> makeShmCommunicator(const GroupOptions& o, const ShmTuning& t, Status& status) {
   status = {};
-  if (!o.store || o.size < 1 || o.size > 255 || o.rank < 0 || o.rank >= o.size) {
+  if (o.size > kShmMaxGroupSize) {
+    status = Status::error("shared memory: a group of " + std::to_string(o.size) + " ranks is more than the " +
+                           std::to_string(kShmMaxGroupSize) + " this backend holds; use Gloo for it");
+    return nullptr;
+  }
+  if (!o.store || o.size < 1 || o.rank < 0 || o.rank >= o.size) {
     status = Status::error("shared memory: bad group options (rank " + std::to_string(o.rank) + ", size " +
                            std::to_string(o.size) + (o.store ? ")" : ", no store)"));
     return nullptr;

@@ -9,12 +9,17 @@
 //     get/wait whose keys are missing parks on the first missing key (one
 //     waiting list per key) until it is set or the request's deadline passes.
 //  4. poll() sleeps until the nearest deadline; nothing polls the keys.
+//  5. Out of file descriptors (EMFILE/ENFILE), accept() fails while the
+//     listening socket stays readable: close the oldest connections that have
+//     not presented the token and retry; with none to close, leave the
+//     listening socket out of poll() for kAcceptBackoff instead of spinning.
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -39,6 +44,7 @@ namespace {
 using wire::Clock;
 constexpr auto kAuthWindow = std::chrono::seconds(10);
 constexpr size_t kReadChunk = 64 * 1024;
+constexpr auto kAcceptBackoff = std::chrono::milliseconds(50);
 
 struct Pending {
   enum Kind { kNone, kGet, kWait } kind = kNone;
@@ -143,9 +149,13 @@ struct TcpStoreServer::Impl {
   std::unordered_map<std::string, std::vector<uint64_t>> watchers;
   uint64_t next_id = 1;
   bool unparked = false;
+  Clock::time_point accept_resumes{};  // out of descriptors: accept nothing before this
+  bool told_dropping = false, told_out_of_fds = false;  // each said once per reset
 
   void run();
   void acceptAll();
+  bool dropOldestUnauthenticated();
+  void outOfDescriptors(int err);
   void readSome(Conn& c);
   void consume(uint64_t id, Conn& c);
   void handle(uint64_t id, Conn& c, uint8_t op, std::string key, std::vector<uint8_t> value);
@@ -191,13 +201,19 @@ void TcpStoreServer::Impl::fail(Conn& c, const std::string& why) {
 }
 
 void TcpStoreServer::Impl::acceptAll() {
-  for (;;) {
+  // Bounded, so a peer that keeps connecting cannot starve the others.
+  for (int budget = 1024; budget > 0; --budget) {
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
     int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      return;  // EAGAIN, or out of descriptors: try again on the next wake-up
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        int err = errno;
+        if (dropOldestUnauthenticated()) continue;
+        outOfDescriptors(err);
+      }
+      return;  // EAGAIN: nothing more to accept
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -207,6 +223,40 @@ void TcpStoreServer::Impl::acceptAll() {
     c.auth_deadline = Clock::now() + kAuthWindow;
     conns.emplace(next_id++, std::move(c));
   }
+}
+
+// Closes the connection that has waited longest without presenting the token
+// (ids grow with arrival): a rank presents it at once, so an old one is idle
+// or hostile. False when every connection has presented it.
+bool TcpStoreServer::Impl::dropOldestUnauthenticated() {
+  for (auto it = conns.begin(); it != conns.end(); ++it) {
+    if (it->second.authed) continue;
+    if (!told_dropping) {
+      std::fprintf(stderr,
+                   "dtl store: out of file descriptors; closing the oldest connections that have not presented "
+                   "the job token (the first from %s)\n",
+                   it->second.peer.c_str());
+      told_dropping = true;
+    }
+    ::close(it->second.fd);
+    conns.erase(it);
+    return true;
+  }
+  return false;
+}
+
+// Every connection is a rank's: new ones wait in the kernel's backlog, and
+// the listening socket rests a little so poll() does not spin on it.
+void TcpStoreServer::Impl::outOfDescriptors(int err) {
+  accept_resumes = Clock::now() + kAcceptBackoff;
+  if (told_out_of_fds) return;
+  told_out_of_fds = true;
+  rlimit lim{};
+  ::getrlimit(RLIMIT_NOFILE, &lim);
+  std::fprintf(stderr,
+               "dtl store: cannot accept more connections (%s) with %zu open (ulimit -n is %llu); new ones wait "
+               "until one closes: raise ulimit -n for the launcher (or rank 0) and start fewer ranks per store\n",
+               wire::errnoText(err).c_str(), conns.size(), static_cast<unsigned long long>(lim.rlim_cur));
 }
 
 void TcpStoreServer::Impl::readSome(Conn& c) {
@@ -398,8 +448,8 @@ void TcpStoreServer::Impl::expire(Clock::time_point now) {
 }
 
 int TcpStoreServer::Impl::pollTimeout() const {
-  bool any = false;
-  Clock::time_point next{};
+  bool any = accept_resumes > Clock::now();
+  Clock::time_point next = accept_resumes;
   for (const auto& [id, c] : conns) {
     if (c.dead) return 0;
     if (!c.authed && (!any || c.auth_deadline < next)) next = c.auth_deadline, any = true;
@@ -418,7 +468,8 @@ void TcpStoreServer::Impl::run() {
   std::vector<pollfd> fds;
   std::vector<uint64_t> ids;
   for (;;) {
-    fds.assign({{wake_fd, POLLIN, 0}, {listen_fd, POLLIN, 0}});
+    bool accepting = Clock::now() >= accept_resumes;
+    fds.assign({{wake_fd, POLLIN, 0}, {accepting ? listen_fd : -1, POLLIN, 0}});
     ids.assign(2, 0);
     for (auto& [id, c] : conns) {
       short ev = POLLRDHUP;
@@ -440,6 +491,7 @@ void TcpStoreServer::Impl::run() {
       if (resets_done < resets_requested) {
         closeAll();
         data.clear();
+        told_dropping = told_out_of_fds = false;
         resets_done = resets_requested;
         cv.notify_all();
         continue;

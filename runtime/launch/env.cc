@@ -211,6 +211,7 @@ bool readDtlExtras(Reader& r, RankEnv& env) {
   env.launcher_hosts_store = launched != nullptr && std::string(launched) == "1";
   if (!readStorePort(r, env)) return false;
   if (!r.integer(kEnvRestartCount, env.restart_count, false)) return false;
+  interfaceFromEnv(r.lookup, env.iface, env.iface_from);
   if (const char* t = r.raw(kEnvJobStarted)) env.job_started = std::strtoll(t, nullptr, 10);
   if (const char* t = r.raw(kEnvJoinTimeout)) {
     char* end = nullptr;
@@ -225,6 +226,19 @@ bool readDtlExtras(Reader& r, RankEnv& env) {
 }
 
 }  // namespace
+
+void interfaceFromEnv(const EnvLookup& lookup, std::string& iface, std::string& iface_from) {
+  iface.clear();
+  iface_from.clear();
+  for (const char* name : {kEnvSocketIfname, "GLOO_SOCKET_IFNAME"}) {
+    const char* v = lookup(name);
+    if (v == nullptr || *v == '\0') continue;
+    std::string s = v;
+    iface = s.substr(0, s.find(','));
+    iface_from = std::string(name) + "=";
+    return;
+  }
+}
 
 bool rankEnvPresent(const EnvLookup& lookup) {
   return lookup("RANK") != nullptr || lookup("OMPI_COMM_WORLD_RANK") != nullptr || lookup("SLURM_PROCID") != nullptr;

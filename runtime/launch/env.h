@@ -23,6 +23,10 @@ struct RankEnv {
   int restart_count = 0;              // DTL_RESTART_COUNT: how often the launcher restarted the ranks
   int64_t job_started = 0;            // DTL_JOB_STARTED: when the launcher started the job (Unix seconds), or 0
   std::chrono::milliseconds join_timeout{300000};  // DTL_JOIN_TIMEOUT (seconds)
+  // The network interface Gloo binds (bind_address.h): DTL_SOCKET_IFNAME, else
+  // the first of GLOO_SOCKET_IFNAME's; empty: the one that routes to the master.
+  std::string iface;
+  std::string iface_from;  // "DTL_SOCKET_IFNAME=" or "GLOO_SOCKET_IFNAME=", for messages
   std::string note;  // something worth telling the user (a default taken), or empty
 };
 
@@ -34,6 +38,8 @@ inline constexpr char kEnvJoinTimeout[] = "DTL_JOIN_TIMEOUT";
 inline constexpr char kEnvJobStarted[] = "DTL_JOB_STARTED";
 // Optional: the store's port when it is not MASTER_PORT (see rankEnvFrom).
 inline constexpr char kEnvStorePort[] = "DTL_STORE_PORT";
+// Optional: the interface Gloo binds (dtlc run --iface sets it).
+inline constexpr char kEnvSocketIfname[] = "DTL_SOCKET_IFNAME";
 
 // Reads a variable: its value, or null when unset.
 using EnvLookup = std::function<const char*(const char* name)>;
@@ -41,6 +47,11 @@ using EnvLookup = std::function<const char*(const char* name)>;
 // True when some launcher's rank variables are set (RANK, OMPI_COMM_WORLD_RANK
 // or SLURM_PROCID): this process is meant to be one rank of a job.
 bool rankEnvPresent(const EnvLookup& lookup);
+
+// The interface Gloo should bind, as RankEnv::iface and iface_from: from
+// DTL_SOCKET_IFNAME, else the first of GLOO_SOCKET_IFNAME's (a comma-separated
+// list for PyTorch, which may use several); both empty when neither is set.
+void interfaceFromEnv(const EnvLookup& lookup, std::string& iface, std::string& iface_from);
 
 // Fills `env` from the variables; false with `err` naming the variable and
 // the problem ("RANK=4 is not below WORLD_SIZE=4"). torchrun's variables win

@@ -7,6 +7,9 @@
 //     SIGTERM the others, then SIGKILL them after the grace period.
 //  4. Name the failed rank with its last step (step/<r> in the store); with
 //     restarts left, empty the store and go back to 2.
+// Across nodes a NodeWatch (node_watch.h) joins step 3's poll: another node's
+// failure stops this node's ranks as a local one would, and this node's
+// failure is published for the others.
 #include "runtime/launch/launcher.h"
 
 #include <signal.h>
@@ -24,7 +27,10 @@
 #include <optional>
 
 #include "runtime/comm/tcp_store.h"
+#include "runtime/launch/bind_address.h"
 #include "runtime/launch/env.h"
+#include "runtime/launch/launch_limits.h"
+#include "runtime/launch/node_watch.h"
 #include "runtime/launch/rank_process.h"
 #include "runtime/launch/rendezvous.h"
 
@@ -36,6 +42,9 @@ using Clock = std::chrono::steady_clock;
 constexpr int kPollMillis = 20;
 constexpr auto kDrainWindow = std::chrono::seconds(2);  // for output still in flight after the last exit
 constexpr auto kStepLookupTimeout = std::chrono::seconds(2);
+// Node 0 keeps the store up this long for the other nodes' launchers to end.
+constexpr auto kOtherNodesAfterSuccess = std::chrono::seconds(30);
+constexpr auto kOtherNodesAfterFailure = std::chrono::seconds(5);  // plus their stop grace
 
 // What every generation of ranks shares.
 struct Plan {
@@ -46,6 +55,7 @@ struct Plan {
   std::string host;
   int port = 0;
   std::string token;
+  std::string iface;  // --iface, passed on as DTL_SOCKET_IFNAME; empty: none given
   std::chrono::seconds join_timeout{300};
   std::chrono::milliseconds stop_grace{5000};
 };
@@ -103,7 +113,7 @@ int exitCode(int wait_status) {
 }
 
 std::vector<std::string> rankEnvironment(const Plan& p, const Child& c, int restart) {
-  return childEnvironment({
+  std::vector<std::pair<std::string, std::string>> vars = {
       {"RANK", std::to_string(c.rank)},
       {"LOCAL_RANK", std::to_string(c.local_rank)},
       {"WORLD_SIZE", std::to_string(p.nproc * p.nnodes)},
@@ -115,10 +125,12 @@ std::vector<std::string> rankEnvironment(const Plan& p, const Child& c, int rest
       {kEnvRestartCount, std::to_string(restart)},
       {kEnvJobStarted, std::to_string(p.started)},
       {kEnvJoinTimeout, std::to_string(p.join_timeout.count())},
-  });
+  };
+  if (!p.iface.empty()) vars.push_back({kEnvSocketIfname, p.iface});
+  return childEnvironment(vars);
 }
 
-Outcome runGeneration(const Plan& p, int restart, SignalCatcher& signals) {
+Outcome runGeneration(const Plan& p, int restart, SignalCatcher& signals, NodeWatch* watch) {
   std::vector<Child> children(p.nproc);
   auto signalAll = [&](int sig) {
     for (Child& c : children)
@@ -144,6 +156,7 @@ Outcome runGeneration(const Plan& p, int restart, SignalCatcher& signals) {
   }
 
   std::optional<size_t> failed;
+  std::string elsewhere;  // another node's failure, which stopped ours
   int interrupted_by = 0;
   bool stopping = false, killed = false;
   Clock::time_point kill_at = Clock::time_point::max(), drain_until = Clock::time_point::max();
@@ -154,7 +167,7 @@ Outcome runGeneration(const Plan& p, int restart, SignalCatcher& signals) {
                                   [](const Child& c) { return c.out_fd >= 0 || c.err_fd >= 0; });
     if (all_exited && (!pipes_open || Clock::now() >= drain_until)) break;
 
-    fds.assign({{signals.fd(), POLLIN, 0}});
+    fds.assign({{signals.fd(), POLLIN, 0}, {watch ? watch->fd() : -1, POLLIN, 0}});
     for (const Child& c : children)
       for (int fd : {c.out_fd, c.err_fd})
         if (fd >= 0) fds.push_back({fd, POLLIN, 0});
@@ -168,6 +181,14 @@ Outcome runGeneration(const Plan& p, int restart, SignalCatcher& signals) {
       } else if (!killed) {
         signalAll(SIGKILL);
         killed = true;
+      }
+    }
+    if (watch && elsewhere.empty() && (fds[1].revents & POLLIN)) {
+      elsewhere = watch->reason();
+      if (!stopping) {
+        stopping = true;
+        signalAll(SIGTERM);
+        kill_at = Clock::now() + p.stop_grace;
       }
     }
     for (Child& c : children) {
@@ -210,7 +231,35 @@ Outcome runGeneration(const Plan& p, int restart, SignalCatcher& signals) {
     const Child& c = children[*failed];
     return {exitCode(c.wait_status), describeFailure(p, c), true};
   }
+  if (!elsewhere.empty()) return {1, elsewhere + "; so node " + std::to_string(p.node_rank) + "'s ranks were stopped too", false};
   return {};
+}
+
+// A job on several nodes: this node's launcher tells the others how it ended
+// (node 0 first waits for theirs, as it hosts the store they read).
+Outcome finishNode(const Plan& p, NodeWatch& watch, SignalCatcher& signals, Outcome out) {
+  watch.stop();
+  bool stopped_by_other = out.code != 0 && !watch.reason().empty() &&
+                          out.message.rfind(watch.reason(), 0) == 0;
+  if (out.code != 0 && !stopped_by_other) out.message = watch.publishFailure(out.message);
+  watch.publishEnd(out.code);
+  if (p.node_rank != 0) return out;
+  auto bound = out.code == 0 ? std::chrono::milliseconds(kOtherNodesAfterSuccess)
+                             : p.stop_grace + std::chrono::milliseconds(kOtherNodesAfterFailure);
+  int sig = 0;  // a signal here gives up waiting, not the message
+  std::string others = watch.waitForOtherNodes(bound, [&] { return sig != 0 || (sig = signals.take()) != 0; });
+  if (out.code == 0 && sig != 0)
+    return {128 + sig, "interrupted by " + signalName(sig) + " while waiting for the other nodes to end", false};
+  if (out.code == 0 && !others.empty()) return {1, others, false};
+  return out;
+}
+
+// The interface named by --iface, else by the environment the ranks inherit.
+bool checkInterface(const LaunchOptions& o, const Plan& p, std::string& err) {
+  std::string iface = o.iface, from = "--iface";
+  if (iface.empty()) interfaceFromEnv([](const char* n) { return std::getenv(n); }, iface, from);
+  std::string address;
+  return chooseBindAddress(p.host, iface, from, systemNet(), address, err);
 }
 
 }  // namespace
@@ -296,6 +345,12 @@ int launch(const LaunchOptions& o, std::string& err) {
     return 1;
   }
   if (!findExecutable(o.argv[0], p.exe, err)) return 1;
+  if (!checkInterface(o, p, err)) return 2;
+  p.iface = o.iface;
+  if (std::string why = checkRankLimits({o.nproc, o.nnodes, o.node_rank, o.backend}); !why.empty()) {
+    err = why;
+    return 1;
+  }
 
   SignalCatcher signals;
   if (!signals.install(err)) return 1;
@@ -309,8 +364,14 @@ int launch(const LaunchOptions& o, std::string& err) {
     }
     p.port = server->port();
   }
+  std::unique_ptr<NodeWatch> watch;
+  if (o.nnodes > 1) {
+    watch = std::make_unique<NodeWatch>(p.host, p.port, p.token, p.node_rank, p.nnodes);
+    if (!watch->start(err)) return 1;
+  }
   for (int attempt = 0;; ++attempt) {
-    Outcome out = runGeneration(p, attempt, signals);
+    Outcome out = runGeneration(p, attempt, signals, watch.get());
+    if (watch) out = finishNode(p, *watch, signals, out);
     if (out.code == 0) return 0;
     if (!out.retryable || attempt >= o.max_restarts) {
       err = out.message;

@@ -19,6 +19,11 @@ struct LaunchOptions {
   std::string master = "127.0.0.1:0";  // HOST:PORT of the store; port 0 picks a free one (one node only)
   std::chrono::seconds join_timeout{300};  // passed to the ranks as DTL_JOIN_TIMEOUT
   int max_restarts = 0;                    // one node only
+  // The interface the ranks' Gloo binds (bind_address.h), passed to them as
+  // DTL_SOCKET_IFNAME; empty: DTL_SOCKET_IFNAME or GLOO_SOCKET_IFNAME from the
+  // environment, else the one that routes to the master.
+  std::string iface;
+  std::string backend = "auto";  // the ranks' --backend, for the limits (launch_limits.h)
   // Empty: DTL_JOB_TOKEN from the environment, else (one node) a fresh random one.
   std::string token;
   std::chrono::milliseconds stop_grace{5000};  // SIGTERM, then SIGKILL after this long
@@ -29,7 +34,9 @@ struct LaunchOptions {
 // signal number when it was killed), 128 + the signal when the launcher was
 // interrupted (SIGINT/SIGTERM are forwarded to every rank; a second one kills
 // them), 2 for invalid options (or when called inside a rank: DTL_LAUNCHED=1),
-// 1 when the job could not start. Rank 0 shares
+// 1 when the job could not start (too many ranks for a limit, launch_limits.h).
+// Across nodes, a failure on one node stops every node's ranks (node_watch.h)
+// and is named by every launcher. Rank 0 shares
 // the launcher's stdout and stderr; other ranks' lines are prefixed "[rank r] ".
 int launch(const LaunchOptions& o, std::string& err);
 

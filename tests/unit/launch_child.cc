@@ -6,12 +6,14 @@
 //   --exit-rank R --code C       rank R exits with C after step S (--at-step)
 //   --fail-once-rank R           like --exit-rank with code 3, on the first try only
 //   --no-join-rank R             rank R never joins (sleeps a minute)
+//   --early-exit-rank R          rank R exits 1 before joining (as if its spec did not compile)
 //   --fingerprint-rank R FP      rank R reports fingerprint FP ("same-program" otherwise)
 //   --ignore-term-rank R         rank R ignores SIGTERM
 //   --ready-dir DIR              each rank creates DIR/ready.<r> once checked in
 //   --no-inherited-fds 1         exit 5 when started with any descriptor above 2 open
-// With `--launch N [--grace-ms G] -- ARGS...` it is instead a launcher of N
-// ranks running this program with ARGS (for the signal-forwarding test).
+// With `--launch N [--grace-ms G] [--nnodes K --node-rank R --master H:P]
+// [--join-timeout S] -- ARGS...` it is instead a launcher of N ranks running
+// this program with ARGS (for the signal-forwarding and multi-node tests).
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -35,9 +37,18 @@ int runLauncher(int argc, char** argv) {
   launch::LaunchOptions o;
   o.nproc = std::atoi(argv[2]);
   int i = 3;
-  if (i + 1 < argc && std::strcmp(argv[i], "--grace-ms") == 0) {
-    o.stop_grace = std::chrono::milliseconds(std::atoi(argv[i + 1]));
-    i += 2;
+  for (; i + 1 < argc && std::strcmp(argv[i], "--") != 0; i += 2) {
+    std::string flag = argv[i];
+    const char* v = argv[i + 1];
+    if (flag == "--grace-ms") o.stop_grace = std::chrono::milliseconds(std::atoi(v));
+    else if (flag == "--nnodes") o.nnodes = std::atoi(v);
+    else if (flag == "--node-rank") o.node_rank = std::atoi(v);
+    else if (flag == "--master") o.master = v;
+    else if (flag == "--join-timeout") o.join_timeout = std::chrono::seconds(std::atoi(v));
+    else {
+      std::fprintf(stderr, "launch_child --launch: unknown flag %s\n", flag.c_str());
+      return 2;
+    }
   }
   if (i < argc && std::strcmp(argv[i], "--") == 0) ++i;
   o.argv = {argv[0]};
@@ -54,6 +65,7 @@ int main(int argc, char** argv) {
   if (argc >= 3 && std::strcmp(argv[1], "--launch") == 0) return runLauncher(argc, argv);
   int steps = 3, step_ms = 20, at_step = 1, code = 0;
   int kill_rank = -1, exit_rank = -1, fail_once_rank = -1, no_join_rank = -1, fp_rank = -1, ignore_term_rank = -1;
+  int early_exit_rank = -1;
   std::string other_fp, ready_dir;
   bool check_fds = false;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -67,6 +79,7 @@ int main(int argc, char** argv) {
     else if (flag == "--exit-rank") exit_rank = v;
     else if (flag == "--fail-once-rank") fail_once_rank = v;
     else if (flag == "--no-join-rank") no_join_rank = v;
+    else if (flag == "--early-exit-rank") early_exit_rank = v;
     else if (flag == "--ignore-term-rank") ignore_term_rank = v;
     else if (flag == "--ready-dir") ready_dir = argv[i + 1];
     else if (flag == "--no-inherited-fds") check_fds = v != 0;
@@ -97,6 +110,10 @@ int main(int argc, char** argv) {
   }
   int r = env.rank;
   if (r == ignore_term_rank) ::signal(SIGTERM, SIG_IGN);
+  if (r == early_exit_rank) {
+    std::fprintf(stderr, "launch_child: rank %d fails before joining\n", r);
+    return 1;
+  }
   if (r == no_join_rank) {
     std::this_thread::sleep_for(std::chrono::seconds(60));
     return 0;

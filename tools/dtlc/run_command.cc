@@ -18,6 +18,7 @@
 #include "core/hash.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/exec/trainer.h"
+#include "runtime/launch/bind_address.h"
 #include "runtime/launch/launcher.h"
 #include "runtime/launch/rendezvous.h"
 #include "tools/dtlc/compile_spec.h"
@@ -47,9 +48,12 @@ const char* const kRunHelp =
     "                       every node needs the same DTL_JOB_TOKEN exported)\n"
     "  --node-rank R        this machine's number, 0 to K-1 (node 0 hosts the store)\n"
     "  --master HOST:PORT   where node 0's store listens (default 127.0.0.1, a free port)\n"
+    "  --iface NAME         the network interface Gloo binds (default: the one that\n"
+    "                       routes to the master; also DTL_SOCKET_IFNAME)\n"
     "  --backend auto|shm|gloo\n"
     "                       collectives: shared memory when every rank is on this\n"
-    "                       machine, Gloo over TCP otherwise (auto, the default)\n"
+    "                       machine (groups up to 255 ranks), Gloo over TCP\n"
+    "                       otherwise (auto, the default)\n"
     "  --max-restarts N     start every rank again up to N times after a failure\n"
     "                       (one node; ranks resume from the checkpoint folder)\n"
     "  --join-timeout S     seconds a rank waits for the others (default 300)\n"
@@ -62,7 +66,7 @@ namespace {
 struct RunFlags {
   std::string spec, init, resume, metrics, kernels = "fast";
   int64_t steps = 0, nproc = 1, join_timeout = 300, nnodes = 1, node_rank = 0, max_restarts = 0;
-  std::string master = "127.0.0.1:0", backend = "auto";
+  std::string master = "127.0.0.1:0", backend = "auto", iface;
   bool as_rank = false;  // internal: started by the launcher
   bool join_timeout_given = false;
   std::vector<std::string> sets;
@@ -78,6 +82,7 @@ std::string parseRun(const std::vector<std::string>& args, RunFlags& f) {
       .integer("--node-rank", f.node_rank, "this node's number, from 0", 0, 100000)
       .integer("--max-restarts", f.max_restarts, "a number from 0", 0, 1000000)
       .text("--master", f.master, "HOST:PORT")
+      .text("--iface", f.iface, "a network interface, e.g. eth0")
       .text("--backend", f.backend, "", {"auto", "shm", "gloo"})
       .toggle("--as-rank", f.as_rank)
       .list("--set", f.sets, "KEY=VALUE")
@@ -238,6 +243,8 @@ int launchRanks(const std::vector<std::string>& args, const RunFlags& f, std::st
   o.nnodes = static_cast<int>(f.nnodes);
   o.node_rank = static_cast<int>(f.node_rank);
   o.master = f.master;
+  o.iface = f.iface;
+  o.backend = f.backend;
   o.max_restarts = static_cast<int>(f.max_restarts);
   o.join_timeout = std::chrono::seconds(f.join_timeout);
   std::string launch_err;
@@ -285,6 +292,7 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
     failure = s.message;
     return false;
   }
+  std::string host;  // Gloo's pairs bind the address the other nodes reach this one at
   const sema::ParallelSpec& par = fe.spec().parallel;
   int64_t stride = 1;
   for (size_t a = par.mesh.size(); a-- > 0;) {
@@ -304,7 +312,12 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
                 " ranks with " + std::to_string(env.local_world_size) + " on this one";
       return false;
     }
-    bool shm = f.backend == "shm" || (f.backend == "auto" && one_machine);
+    bool shm = f.backend == "shm" || (f.backend == "auto" && one_machine && axis.size <= rt::comm::kShmMaxGroupSize);
+    if (!shm && host.empty() &&
+        !rt::launch::chooseBindAddress(env.master_addr, env.iface, env.iface_from, rt::launch::systemNet(), host,
+                                       failure))
+      return false;
+    g.host = host;
     std::unique_ptr<rt::comm::Communicator> c =
         shm ? rt::comm::makeShmCommunicator(g, s) : rt::comm::makeGlooCommunicator(g, s);
     if (!c || !s.ok) {
@@ -313,8 +326,8 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
     }
     config.comms[axis.name] = c.get();
     if (env.rank == 0)
-      std::fprintf(stdout, "rank 0 of %d: `%s` group of %lld ranks over %s\n", env.world_size, axis.name.c_str(),
-                   static_cast<long long>(axis.size), c->backend());
+      std::fprintf(stdout, "rank 0 of %d: `%s` group of %lld ranks over %s%s\n", env.world_size, axis.name.c_str(),
+                   static_cast<long long>(axis.size), c->backend(), shm ? "" : (" from " + host).c_str());
     for (const sema::SplitSpec& sp : par.splits) {
       if (sp.dim == "batch" && sp.axis == axis.name) {
         config.rank = static_cast<int>(coord);
