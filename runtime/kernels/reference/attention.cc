@@ -88,8 +88,12 @@ AttentionGrads attentionBackward(const Tensor& q, const Tensor& k, const Tensor&
           }
           row += p[i * l.sk + j] * dp[j];
         }
+        // A masked score's gradient is exactly 0 (torch: masked_fill's backward), even
+        // where P·(dP − row) is 0·inf = NaN; `row` spans every key and the 0 still
+        // multiplies k and q (0·NaN = NaN), as torch's matmuls do.
+        const int64_t visible = causal ? std::min(i + 1, l.sk) : l.sk;
         for (int64_t j = 0; j < l.sk; ++j) {
-          double ds = p[i * l.sk + j] * (dp[j] - row) * scale;
+          double ds = j < visible ? p[i * l.sk + j] * (dp[j] - row) * scale : 0.0;
           for (int64_t d = 0; d < l.dim; ++d) {
             g.dq.f[l.q(b, i, h, d)] += ds * k.f[l.k(b, j, h, d)];
             g.dk.f[l.k(b, j, h, d)] += ds * q.f[l.q(b, i, h, d)];
