@@ -110,6 +110,10 @@ def fwd_bwd(f, xs, dy):
 
 X8 = [NAN, INF, -INF, 0.0, -1.5, 2.0, 0.5, -0.25]
 DY8 = [1.0, -0.5, 2.0, 0.75, NAN, -1.0, INF, 0.5]  # a NaN and an inf upstream gradient too
+# 37 elements: the specials again past the first vector registers (16 lanes) and in the remainder.
+FILL = [k / 8.0 - 1.5 for k in range(21)]
+X37 = X8 + FILL + X8[::-1]
+DY37 = DY8 + [1.0 - k / 16.0 for k in range(21)] + DY8[::-1]
 
 UNARY = {
     'relu': F.relu,
@@ -128,8 +132,8 @@ UNARY = {
 
 
 def unary_cases(fn):
-    dims = [('n', 8)]
-    x, dy = f64(X8), f64(DY8)
+    dims = [('n', 37)]
+    x, dy = f64(X37), f64(DY37)
     y, (dx,) = fwd_bwd(UNARY[fn], [x], dy)
     return [Case(fn + '.forward', 'Unary', dims, y, [(dims, x)], fn=fn),
             Case(fn + '.backward', 'UnaryGrad', dims, dx, [(dims, x), (dims, dy)], fn=fn)]
@@ -177,6 +181,11 @@ ROW_DY = [[0.5, -1.0, 2.0, 1.0],
           [0.25, 1.0, 0.5, -1.0],
           [2.0, -1.0, 0.5, 1.0]]
 RDIMS = [('r', 6), ('c', 4)]
+# Rows of 37 (vector body and remainder): NaN, +inf, or -inf deep in an otherwise finite row.
+WIDE = [[k / 8.0 - 2.0 for k in range(37)] for _ in range(3)]
+WIDE[0][29], WIDE[1][35], WIDE[2][20] = NAN, INF, -INF
+WIDE_DY = [[1.0 - k / 16.0 for k in range(37)], [k / 32.0 for k in range(37)], [0.5] * 37]
+WDIMS = [('r', 3), ('c', 37)]
 
 
 def reduce_cases(fn):
@@ -189,6 +198,9 @@ def reduce_cases(fn):
     else:
         y, (dx,) = fwd_bwd(lambda t: t.max(1).values, [x], dy)
     out = [Case('reduce_%s.forward' % fn, 'Reduce', [('r', 6)], y, [(RDIMS, x)], fn=fn, names=['c'])]
+    w = f64(WIDE)
+    wy = {'sum': w.sum(1), 'mean': w.mean(1), 'max': w.max(1).values}[fn]
+    out.append(Case('reduce_%s.forward.wide' % fn, 'Reduce', [('r', 3)], wy, [(WDIMS, w)], fn=fn, names=['c']))
     if fn == 'max':
         out.append(Case('reduce_max.backward', 'MaxGrad', RDIMS, dx, [(RDIMS, x), ([('r', 6)], dy)], names=['c']))
     return out
@@ -196,17 +208,23 @@ def reduce_cases(fn):
 
 def argmax_cases():
     x = f64(ROWS)
+    w = f64(WIDE)
     return [Case('argmax.forward', 'Argmax', [('r', 6)], torch.argmax(x, 1).to(torch.int32), [(RDIMS, x)],
+                 names=['c'], dtype='i32'),
+            Case('argmax.forward.wide', 'Argmax', [('r', 3)], torch.argmax(w, 1).to(torch.int32), [(WDIMS, w)],
                  names=['c'], dtype='i32')]
 
 
 def softmax_cases(log):
     name, op = ('log_softmax', 'LogSoftmax') if log else ('softmax', 'Softmax')
-    x, dy = f64(ROWS), f64(ROW_DY)
     f = (lambda t: F.log_softmax(t, 1)) if log else (lambda t: F.softmax(t, 1))
-    y, (dx,) = fwd_bwd(f, [x], dy)
-    return [Case(name + '.forward', op, RDIMS, y, [(RDIMS, x)], names=['c']),
-            Case(name + '.backward', op + 'Grad', RDIMS, dx, [(RDIMS, y), (RDIMS, dy)], names=['c'])]
+    out = []
+    for tag, rows, grads, dims in (('', ROWS, ROW_DY, RDIMS), ('.wide', WIDE, WIDE_DY, WDIMS)):
+        x, dy = f64(rows), f64(grads)
+        y, (dx,) = fwd_bwd(f, [x], dy)
+        out += [Case(name + '.forward' + tag, op, dims, y, [(dims, x)], names=['c']),
+                Case(name + '.backward' + tag, op + 'Grad', dims, dx, [(dims, y), (dims, dy)], names=['c'])]
+    return out
 
 
 EPS = 1e-5
@@ -218,11 +236,15 @@ def rms_norm(t):
 
 def normalize_cases(rms):
     name, op = ('rms_normalize', 'RmsNormalize') if rms else ('normalize', 'Normalize')
-    x, dy = f64(ROWS), f64(ROW_DY)
-    f = rms_norm if rms else (lambda t: F.layer_norm(t, (4,), eps=EPS))
-    y, (dx,) = fwd_bwd(f, [x], dy)
-    return [Case(name + '.forward', op, RDIMS, y, [(RDIMS, x)], names=['c'], scalar=EPS),
-            Case(name + '.backward', op + 'Grad', RDIMS, dx, [(RDIMS, x), (RDIMS, dy)], names=['c'], scalar=EPS)]
+    out = []
+    for tag, rows, grads, dims in (('', ROWS, ROW_DY, RDIMS), ('.wide', WIDE, WIDE_DY, WDIMS)):
+        x, dy = f64(rows), f64(grads)
+        f = rms_norm if rms else (lambda t: F.layer_norm(t, (dims[1][1],), eps=EPS))
+        y, (dx,) = fwd_bwd(f, [x], dy)
+        out += [Case(name + '.forward' + tag, op, dims, y, [(dims, x)], names=['c'], scalar=EPS),
+                Case(name + '.backward' + tag, op + 'Grad', dims, dx, [(dims, x), (dims, dy)], names=['c'],
+                     scalar=EPS)]
+    return out
 
 
 def cross_entropy_cases():
@@ -240,6 +262,11 @@ def cross_entropy_cases():
                         names=['c']))
         out.append(Case('cross_entropy.backward.' + tag, 'CrossEntropyGrad', dims, dx,
                         [(dims, xs), ([('r', n)], ls), ([], dloss)], names=['c']))
+    w, wl = f64(WIDE), torch.tensor([3, 36, 20], dtype=torch.int32)  # row 2: label at its -inf
+    y, (dx,) = fwd_bwd(lambda t: F.cross_entropy(t, wl.long()), [w], dloss)
+    out.append(Case('cross_entropy.forward.wide', 'CrossEntropy', [], y, [(WDIMS, w), ([('r', 3)], wl)], names=['c']))
+    out.append(Case('cross_entropy.backward.wide', 'CrossEntropyGrad', WDIMS, dx,
+                    [(WDIMS, w), ([('r', 3)], wl), ([], dloss)], names=['c']))
     return out
 
 
@@ -304,12 +331,12 @@ def dropout_mask(step_seed, node_id, n, p):
 
 def dropout_cases():
     p, node_id, seed = 0.5, 7, 3
-    x, dy = f64(X8), f64(DY8)
-    mask = f64(dropout_mask(seed, node_id, 8, p))
-    assert 0 < mask.sum() < 8, 'the mask should keep some elements and drop others'
+    x, dy = f64(X37), f64(DY37)
+    mask = f64(dropout_mask(seed, node_id, 37, p))
+    assert 0 < mask[:3].sum() < 3 and 0 < mask[-3:].sum() < 3, 'the mask should drop some specials, keep others'
     noise = mask / (1 - p)
     y, (dx,) = fwd_bwd(lambda t: t * noise, [x], dy)
-    dims = [('n', 8)]
+    dims = [('n', 37)]
     return [Case('dropout.forward', 'Dropout', dims, y, [(dims, x)], scalar=p, node_id=node_id, seed=seed),
             # DropoutGrad names its forward node in `index`
             Case('dropout.backward', 'DropoutGrad', dims, dx, [(dims, dy)], scalar=p, index=node_id, seed=seed,
