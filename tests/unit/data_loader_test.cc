@@ -305,7 +305,7 @@ TEST_F(Loading, NonFiniteValuesAreRefusedWithTheirPlace) {
   FieldSpec scaled = spec("x", "npy", write("s.npy", npy("<f4", "(2,)", bytesOf<float>({1, 3e38f}))));
   EXPECT_EQ(floats(openOk({scaled}), 1, "x"), F{3e38f});
   scaled.transforms = {{'*', 10}};
-  expectError({scaled}, {"sample 1 is 2.99999995e+38, which becomes inf after the transforms in f32"});
+  expectError({scaled}, {"sample 1 is 3.00000001e+38, which becomes inf after the transforms in f32"});
 }
 
 // ---------------------------------------------------------------- text and tokens
