@@ -4,17 +4,18 @@
 # no checkpoint (it used to train to a ruined model and exit 0). The same spec
 # with the NaN replaced trains and exits 0, so the refusal is the NaN's.
 set -uo pipefail
-dtlc=$1; work=$2
+dtlc=$(realpath "$1"); work=$2
 rm -rf "$work"; mkdir -p "$work"; cd "$work" || exit 1
 
 cat > s.dtl <<'SPEC'
 model M {
-  dim f = 3, h = 8, c = 2
+  dim f = 3, h = 8, out = 1
   input x : f32[batch, f]
-  input y : i32[batch]
+  input y : f32[batch, out]
   l1 = Linear(f, h)
-  l2 = Linear(h, c)
-  loss = cross_entropy(l2(relu(l1(x))), y, over = c)
+  l2 = Linear(h, out)
+  pred = l2(relu(l1(x)))
+  loss = mean((pred - y) * (pred - y))
 }
 data {
   train {
