@@ -46,7 +46,7 @@ std::vector<double> probabilities(const Layout& l, const Tensor& q, const Tensor
       double s = 0;
       for (int64_t d = 0; d < l.dim; ++d) s += q.f[l.q(b, i, h, d)] * k.f[l.k(b, j, h, d)];
       p[i * l.sk + j] = s * scale;
-      m = std::max(m, s * scale);
+      m = std::max(m, s * scale);  // may skip a NaN score; exp(NaN − m) still makes the row NaN
     }
     for (int64_t j = 0; j < visible; ++j) total += p[i * l.sk + j] = std::exp(p[i * l.sk + j] - m);
     for (int64_t j = 0; j < visible; ++j) p[i * l.sk + j] /= total;
