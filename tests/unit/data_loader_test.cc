@@ -306,6 +306,11 @@ TEST_F(Loading, NonFiniteValuesAreRefusedWithTheirPlace) {
   EXPECT_EQ(floats(openOk({scaled}), 1, "x"), F{3e38f});
   scaled.transforms = {{'*', 10}};
   expectError({scaled}, {"sample 1 is 3.00000001e+38, which becomes inf after the transforms in f32"});
+  FieldSpec bytes = spec("x", "idx", write("b.idx", idx(0x08, {2}, bytesOf<uint8_t>({0, 200}))));
+  bytes.transforms = {{'*', 1e37}};
+  expectError({bytes}, {"sample 1 is 200, which becomes inf after the transforms in f32"});
+  bytes.transforms = {{'/', 255}};
+  EXPECT_EQ(floats(openOk({bytes}), 1, "x"), F{static_cast<float>(200.0 / 255)});
 }
 
 // ---------------------------------------------------------------- text and tokens
