@@ -206,6 +206,13 @@ def reduce_cases(fn):
     return out
 
 
+def reduce_to_cases():
+    # ReduceTo (a broadcast's gradient): sums over the leading rows, not the trailing dim.
+    x, w = f64(ROWS), f64(WIDE)
+    return [Case('reduce_to.forward', 'ReduceTo', [('c', 4)], x.sum(0), [(RDIMS, x)]),
+            Case('reduce_to.forward.wide', 'ReduceTo', [('c', 37)], w.sum(0), [(WDIMS, w)])]
+
+
 def argmax_cases():
     x = f64(ROWS)
     w = f64(WIDE)
@@ -350,6 +357,7 @@ def all_kernels():
     k['contract'] = contract_cases()
     for fn in ('sum', 'mean', 'max'):
         k['reduce_' + fn] = reduce_cases(fn)
+    k['reduce_to'] = reduce_to_cases()
     k['argmax'] = argmax_cases()
     k['softmax'] = softmax_cases(False)
     k['log_softmax'] = softmax_cases(True)

@@ -75,7 +75,7 @@ Buf inputOf(std::istringstream& in) {
 // Applies one "key value…" line of a case.
 void applyLine(const std::string& key, std::istringstream& in, GoldenCase& c) {
   std::string word;
-  if (key == "op") in >> word, c.node.op = opNamed(word);
+  if (key == "op" && in >> word) c.node.op = opNamed(word);
   else if (key == "fn") in >> c.node.fn;
   else if (key == "names") while (in >> word) c.node.names.push_back(word);
   else if (key == "scalar") c.node.scalar = numbers(in).at(0);
@@ -84,7 +84,7 @@ void applyLine(const std::string& key, std::istringstream& in, GoldenCase& c) {
   else if (key == "id") in >> c.node.id;
   else if (key == "seed") in >> c.ctx.seed;
   else if (key == "shape") c.node.shape = shapeOf(in);
-  else if (key == "dtype") in >> word, c.node.dtype = parseDType(word).value();
+  else if (key == "dtype" && in >> word) c.node.dtype = parseDType(word).value();
   else if (key == "in") c.inputs.push_back(inputOf(in));
   else if (key == "out") c.expect = numbers(in);
   else ADD_FAILURE() << "unknown golden line " << key;
@@ -118,7 +118,9 @@ std::vector<GoldenCase> loadGolden(const std::string& kernel) {
     return ::testing::AssertionFailure() << got.size() << " elements, golden has " << want.size();
   for (size_t k = 0; k < want.size(); ++k) {
     double a = isFloat(got.dtype) ? got.f[k] : got.i[k], b = want[k];
-    bool ok = std::isnan(b) ? std::isnan(a) : std::isinf(b) ? a == b : std::isfinite(a) && std::fabs(a - b) <= 1e-5 * std::fabs(b) + 1e-6;
+    bool ok = std::isnan(b)   ? std::isnan(a)
+              : std::isinf(b) ? a == b
+                              : std::isfinite(a) && std::fabs(a - b) <= 1e-5 * std::fabs(b) + 1e-6;
     if (!ok) return ::testing::AssertionFailure() << "element " << k << ": got " << a << ", torch " << b;
   }
   return ::testing::AssertionSuccess();
@@ -142,10 +144,10 @@ void checkKernel(const std::string& kernel) {
 // One test per kernel; GoldensAreAllTested keeps this list and the files in step.
 const std::vector<std::string>& testedKernels() {
   static const std::vector<std::string> k = {
-      "relu",      "gelu",        "gelu_tanh", "silu",          "tanh",          "sigmoid",   "exp",
-      "log",       "sqrt",        "rsqrt",     "neg",           "abs",           "arithmetic", "compare",
-      "contract",  "reduce_sum",  "reduce_mean", "reduce_max",  "argmax",        "softmax",   "log_softmax",
-      "normalize", "rms_normalize", "cross_entropy", "embed",   "attention",     "dropout"};
+      "relu",        "gelu",          "gelu_tanh",  "silu",       "tanh",      "sigmoid",   "exp",
+      "log",         "sqrt",          "rsqrt",      "neg",        "abs",       "arithmetic", "compare",
+      "contract",    "reduce_sum",    "reduce_mean", "reduce_max", "reduce_to", "argmax",    "softmax",
+      "log_softmax", "normalize",     "rms_normalize", "cross_entropy", "embed", "attention", "dropout"};
   return k;
 }
 
@@ -167,6 +169,7 @@ TEST(NonFinite, Contract) { checkKernel("contract"); }
 TEST(NonFinite, ReduceSum) { checkKernel("reduce_sum"); }
 TEST(NonFinite, ReduceMean) { checkKernel("reduce_mean"); }
 TEST(NonFinite, ReduceMax) { checkKernel("reduce_max"); }
+TEST(NonFinite, ReduceTo) { checkKernel("reduce_to"); }
 TEST(NonFinite, Argmax) { checkKernel("argmax"); }
 TEST(NonFinite, Softmax) { checkKernel("softmax"); }
 TEST(NonFinite, LogSoftmax) { checkKernel("log_softmax"); }
