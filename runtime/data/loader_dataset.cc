@@ -196,6 +196,7 @@ Status Dataset::open(const std::vector<FieldSpec>& specs, Dataset& out) {
                            "; a sample is reshaped to the input's dims after batch, so the counts must match");
     }
     if (f.integer && !(s = checkIntegers(f, c)).ok) return s;
+    if (!f.integer && !(s = checkFinite(f, c)).ok) return Status::error(fieldName(f) + ": " + s.message);
     if (first_file < 0) {
       first_file = static_cast<int>(k);
       ds->samples = c.samples;
@@ -255,26 +256,8 @@ void Dataset::copySample(int64_t index, Batch& into, int64_t slot) const {
       }
       values.resize(static_cast<size_t>(n));
       field.column.sample(index, values.data());
-      for (int64_t j = 0; j < n; ++j) {
-        double v = values[static_cast<size_t>(j)];
-        for (const Transform& t : f.transforms) {
-          switch (t.op) {
-            case '/':
-              v /= t.value;
-              break;
-            case '*':
-              v *= t.value;
-              break;
-            case '-':
-              v -= t.value;
-              break;
-            default:
-              v += t.value;
-              break;
-          }
-        }
-        dst[j] = static_cast<float>(v);
-      }
+      for (int64_t j = 0; j < n; ++j)
+        dst[j] = static_cast<float>(applyTransforms(f.transforms, values[static_cast<size_t>(j)]));
       continue;
     }
     int32_t* dst = slotOf(into.ints[f.name], slot, n);

@@ -41,6 +41,10 @@ struct Column {
   int64_t stride = 1;
   int64_t offset = 0;
   std::vector<int64_t> file_dims;  // per-sample dims as the file has them (for messages)
+  // csv only, for messages: each sample's line in the file, and each
+  // element's column (from 0) and header title ("" without a header).
+  std::vector<int64_t> lines, columns;
+  std::vector<std::string> titles;
 
   template <class T>
   T at(int64_t k) const {  // element k of the flat array, host-endian
@@ -71,6 +75,13 @@ Status readSafetensors(const FieldSpec& f, Column& out);
 Status readCsv(const FieldSpec& f, Column& out);
 Status readText(const FieldSpec& f, SourceCache& cache, Column& out);
 Status readTokens(const FieldSpec& f, SourceCache& cache, Column& out);
+
+// A float field's transforms (`/ c`, `* c`, …) applied in order, in double.
+double applyTransforms(const std::vector<Transform>& ts, double v);
+// Every value a float field would feed (after its transforms, rounded to f32)
+// must be finite: the first NaN or ±inf is an error naming the file and where
+// in it (csv: line and column; the array formats: sample and element).
+Status checkFinite(const FieldSpec& f, const Column& c);
 
 // Reads exactly `bytes` more bytes from `r` into `out`; a short or failed
 // read becomes a sentence naming the file (it changed since the probe).

@@ -35,6 +35,13 @@ bool parseNumber(std::string_view cell, double& v) {
   return ec == std::errc();
 }
 
+// A header cell without its quotes, for messages.
+std::string_view unquoted(std::string_view cell) {
+  cell = trim(cell);
+  if (cell.size() >= 2 && cell.front() == '"' && cell.back() == '"') cell = trim(cell.substr(1, cell.size() - 2));
+  return cell;
+}
+
 // ---------------------------------------------------------------- windows
 
 bool endsWithGz(const std::string& p) { return p.size() >= 3 && p.compare(p.size() - 3, 3, ".gz") == 0; }
@@ -111,8 +118,14 @@ Status readCsv(const FieldSpec& f, Column& out) {
     std::string_view text = line;
     if (line_no == 1 && text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
     if (line_no <= opt.skip || trim(text).empty()) continue;
-    if (header_pending) {
+    if (header_pending) {  // kept only to name columns in messages
       header_pending = false;
+      bool ws = whitespace || (opt.delimiter == ',' && text.find(',') == std::string_view::npos);
+      splitCells(text, opt.delimiter, ws, cells);
+      for (int64_t k = 0; k < width; ++k) {
+        size_t c = opt.columns.empty() ? static_cast<size_t>(k) : static_cast<size_t>(opt.columns[k]);
+        out.titles.emplace_back(c < cells.size() ? unquoted(cells[c]) : std::string_view());
+      }
       continue;
     }
     if (rows == 0 && opt.delimiter == ',' && text.find(',') == std::string_view::npos) whitespace = true;
@@ -128,6 +141,7 @@ Status readCsv(const FieldSpec& f, Column& out) {
                              " is no longer a number)");
       std::memcpy(row + k, &v, sizeof v);
     }
+    out.lines.push_back(line_no);
     ++rows;
   }
   if (!r.error().empty()) return Status::error(r.error());
@@ -139,6 +153,7 @@ Status readCsv(const FieldSpec& f, Column& out) {
   out.stride = width;
   out.offset = 0;
   out.file_dims = p.info.sample_dims;
+  for (int64_t k = 0; k < width; ++k) out.columns.push_back(opt.columns.empty() ? k : opt.columns[k]);
   return {};
 }
 

@@ -56,16 +56,19 @@ DTL_FAST_CLONES void maskedSoftmaxRows(float* DTL_RESTRICT p, int64_t sq, int64_
   }
 }
 
-// dP becomes dS = P ⊙ (dP − Σ_j P·dP) · scale, row by row.
+// dP becomes dS = P ⊙ (dP − Σ_j P·dP) · scale, row by row; masked entries exactly
+// 0 (as the reference and torch, even where P·(dP − row) would be 0·inf = NaN).
 DTL_FAST_CLONES void softmaxBackRows(float* DTL_RESTRICT dp, const float* DTL_RESTRICT p, int64_t sq, int64_t sk,
-                                     float scale) {
+                                     float scale, bool causal) {
   for (int64_t i = 0; i < sq; ++i) {
     float* d = dp + i * sk;
     const float* pr = p + i * sk;
+    const int64_t visible = causal ? std::min(i + 1, sk) : sk;
     float row = 0;
     DTL_SIMD_SUM(row)
     for (int64_t j = 0; j < sk; ++j) row += pr[j] * d[j];
-    DTL_SIMD for (int64_t j = 0; j < sk; ++j) d[j] = pr[j] * (d[j] - row) * scale;
+    DTL_SIMD for (int64_t j = 0; j < visible; ++j) d[j] = pr[j] * (d[j] - row) * scale;
+    for (int64_t j = visible; j < sk; ++j) d[j] = 0.0f;
   }
 }
 
@@ -123,7 +126,7 @@ std::string attentionGrad(const TensorView& q, const TensorView& k, const Tensor
         ok = sgemm('T', 'N', l.sk, l.dim, l.sq, 1.0f, p, l.sk, dy.f() + qo, ld, 0.0f, dx.f() + ko, ld, &err);
       } else {
         ok = sgemm('N', 'T', l.sq, l.sk, l.dim, 1.0f, dy.f() + qo, ld, v.f() + ko, ld, 0.0f, dp, l.sk, &err);
-        if (ok) softmaxBackRows(dp, p, l.sq, l.sk, scale);
+        if (ok) softmaxBackRows(dp, p, l.sq, l.sk, scale, causal);
         if (ok && which == 0)  // dq = dS·k
           ok = sgemm('N', 'N', l.sq, l.dim, l.sk, 1.0f, dp, l.sk, k.f() + ko, ld, 0.0f, dx.f() + qo, ld, &err);
         else if (ok)  // dk = dSᵀ·q

@@ -37,7 +37,7 @@ DTL_FAST_CLONES void unaryLoop(Unary op, float* DTL_RESTRICT y, const float* DTL
   }                                          \
   return;
   switch (op) {
-    case Unary::Relu: DTL_UNARY(v > 0.0f ? v : 0.0f)
+    case Unary::Relu: DTL_UNARY(v <= 0.0f ? 0.0f : v)  // NaN stays NaN; not a max, which would drop it
     case Unary::Gelu: DTL_UNARY(0.5f * v * (1.0f + std::erf(v * kInvSqrt2)))
     case Unary::GeluTanh: DTL_UNARY(0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + kGeluTanhC * v * v * v))))
     case Unary::Silu: DTL_UNARY(v * sigmoid(v))
@@ -64,7 +64,9 @@ DTL_FAST_CLONES void unaryGradLoop(Unary op, float* DTL_RESTRICT dx, const float
   }                                          \
   return;
   switch (op) {
-    case Unary::Relu: DTL_DERIV(static_cast<float>(v > 0.0f))
+    case Unary::Relu:  // a select, as the reference: dy at NaN, 0 where x ≤ 0 even for a NaN dy
+      DTL_SIMD for (int64_t i = 0; i < n; ++i) dx[i] = x[i] <= 0.0f ? 0.0f : dy[i];
+      return;
     case Unary::Gelu: DTL_DERIV(0.5f * (1.0f + std::erf(v * kInvSqrt2)) + v * kInvSqrt2Pi * std::exp(-0.5f * v * v))
     case Unary::GeluTanh: {
       DTL_SIMD for (int64_t i = 0; i < n; ++i) {
@@ -243,7 +245,7 @@ DTL_FAST_CLONES void dropoutLoop(float* DTL_RESTRICT y, const float* DTL_RESTRIC
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     z ^= z >> 31;
     const double u = static_cast<double>(z >> 11) * 0x1.0p-53;
-    y[k] = u >= p ? x[k] * scale : 0.0f;
+    y[k] = x[k] * (u >= p ? scale : 0.0f);  // a dropped NaN or inf gives NaN, as the reference
   }
 }
 

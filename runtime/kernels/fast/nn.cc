@@ -37,7 +37,8 @@ const int32_t* rowLabels(const TensorView& labels, const RowLayout& l, std::vect
   return buf.data();
 }
 
-// max and log Σ exp(x − max) of one row.
+// max and log Σ exp(x − max) of one row. A NaN the vector max skips still
+// makes the sum NaN (rows.cc rowMax), so NaN logits give a NaN loss.
 DTL_FAST_CLONES void logSumExp(const float* DTL_RESTRICT x, int64_t n, float* max_out, float* lse_out) {
   float m = -INFINITY;
   DTL_SIMD_MAX(m)

@@ -60,6 +60,9 @@ void finishRows(TensorView& t, const RowLayout& l, const float* rows) {
 
 namespace {
 
+// The vector max may skip a NaN (maxps returns its second operand); callers
+// only shift by it, and the NaN still reaches their exp sum, so the row comes
+// out NaN as torch's does (tests/golden/nonfinite).
 DTL_FAST_CLONES float rowMax(const float* DTL_RESTRICT x, int64_t n) {
   float m = -INFINITY;
   DTL_SIMD_MAX(m)

@@ -46,7 +46,7 @@ std::vector<double> probabilities(const Layout& l, const Tensor& q, const Tensor
       double s = 0;
       for (int64_t d = 0; d < l.dim; ++d) s += q.f[l.q(b, i, h, d)] * k.f[l.k(b, j, h, d)];
       p[i * l.sk + j] = s * scale;
-      m = std::max(m, s * scale);
+      m = std::max(m, s * scale);  // may skip a NaN score; exp(NaN − m) still makes the row NaN
     }
     for (int64_t j = 0; j < visible; ++j) total += p[i * l.sk + j] = std::exp(p[i * l.sk + j] - m);
     for (int64_t j = 0; j < visible; ++j) p[i * l.sk + j] /= total;
@@ -88,8 +88,12 @@ AttentionGrads attentionBackward(const Tensor& q, const Tensor& k, const Tensor&
           }
           row += p[i * l.sk + j] * dp[j];
         }
+        // A masked score's gradient is exactly 0 (torch: masked_fill's backward), even
+        // where P·(dP − row) is 0·inf = NaN; `row` spans every key and the 0 still
+        // multiplies k and q (0·NaN = NaN), as torch's matmuls do.
+        const int64_t visible = causal ? std::min(i + 1, l.sk) : l.sk;
         for (int64_t j = 0; j < l.sk; ++j) {
-          double ds = p[i * l.sk + j] * (dp[j] - row) * scale;
+          double ds = j < visible ? p[i * l.sk + j] * (dp[j] - row) * scale : 0.0;
           for (int64_t d = 0; d < l.dim; ++d) {
             g.dq.f[l.q(b, i, h, d)] += ds * k.f[l.k(b, j, h, d)];
             g.dk.f[l.k(b, j, h, d)] += ds * q.f[l.q(b, i, h, d)];

@@ -21,7 +21,8 @@ Tensor dropout(const Tensor& x, double p, uint64_t seed, bool training) {
   if (!training) return x;
   Tensor y = x;
   const double scale = 1.0 / (1.0 - p);
-  for (size_t k = 0; k < y.f.size(); ++k) y.f[k] = dropoutKeep(seed, k, p) ? y.f[k] * scale : 0.0;
+  // Multiplied by the mask, as torch does, so a dropped NaN or inf gives NaN.
+  for (size_t k = 0; k < y.f.size(); ++k) y.f[k] *= dropoutKeep(seed, k, p) ? scale : 0.0;
   return y;
 }
 

@@ -16,8 +16,9 @@ uint64_t splitmix64(uint64_t z);
 // splitmix64(splitmix64(seed) + index) as a double in [0, 1); kept iff u ≥ p.
 bool dropoutKeep(uint64_t seed, uint64_t index, double p);
 
-// Identity when !training; otherwise kept elements scaled by 1/(1 − p), the
-// rest 0. p in [0, 1).
+// Identity when !training; otherwise x · mask/(1 − p): kept elements scaled by
+// 1/(1 − p), the rest multiplied by 0 (so NaN and ±inf give NaN, as torch's
+// dropout). p in [0, 1).
 Tensor dropout(const Tensor& x, double p, uint64_t seed, bool training);
 // The same mask and scale applied to dy.
 Tensor dropoutBackward(const Tensor& dy, double p, uint64_t seed, bool training);

@@ -18,7 +18,7 @@ double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 double forward(Unary op, double x) {
   switch (op) {
-    case Unary::Relu: return x > 0 ? x : 0.0;
+    case Unary::Relu: return x <= 0 ? 0.0 : x;  // NaN stays NaN, as torch's relu
     case Unary::Gelu: return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
     case Unary::GeluTanh: return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + kGeluTanhC * x * x * x)));
     case Unary::Silu: return x * sigmoid(x);
@@ -36,7 +36,7 @@ double forward(Unary op, double x) {
 
 double derivative(Unary op, double x) {
   switch (op) {
-    case Unary::Relu: return x > 0 ? 1.0 : 0.0;
+    case Unary::Relu: DTL_REF_FAIL("relu's gradient is a select (reluBackward)");
     case Unary::Gelu: {
       double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi);
       return 0.5 * (1.0 + std::erf(x / std::numbers::sqrt2)) + x * pdf;
@@ -141,6 +141,12 @@ Tensor unary(Unary op, const Tensor& x) {
 Tensor unaryBackward(Unary op, const Tensor& x, const Tensor& dy) {
   DTL_REF_CHECK(x.floating() && dy.shape == x.shape, "unaryBackward of " + x.shape.str() + " with dy " + dy.shape.str());
   Tensor dx = Tensor::zeros(x.shape, x.dtype);
+  // relu's gradient selects rather than multiplies, as torch's threshold_backward:
+  // dy where relu(x) > 0 or is NaN (so 1 at NaN), else 0 even for a NaN dy.
+  if (op == Unary::Relu) {
+    for (size_t k = 0; k < x.f.size(); ++k) dx.f[k] = x.f[k] <= 0 ? 0.0 : dy.f[k];
+    return dx;
+  }
   for (size_t k = 0; k < x.f.size(); ++k) dx.f[k] = dy.f[k] * derivative(op, x.f[k]);
   return dx;
 }

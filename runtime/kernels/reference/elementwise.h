@@ -19,7 +19,10 @@ std::optional<Unary> parseUnary(std::string_view name);
 // Same shape and dtype as x. Neg and abs also take integers (wrapping); the
 // rest need floats. gelu is the exact erf form.
 Tensor unary(Unary op, const Tensor& x);
-// dx = dy · f'(x). At kinks: relu'(0) = 0 and abs'(0) = 0, as PyTorch.
+// dx = dy · f'(x). At kinks: relu'(0) = 0 and abs'(0) = 0, as PyTorch. NaN and
+// ±inf as PyTorch 1.13 (docs/language-guide.md "NaN and infinity"): relu(NaN)
+// = NaN with gradient dy there, relu's gradient 0 where x ≤ 0 even when dy is
+// NaN, abs'(NaN) = 0; elsewhere IEEE arithmetic on the formulas.
 Tensor unaryBackward(Unary op, const Tensor& x, const Tensor& dy);
 
 enum class Binary { Add, Sub, Mul, Div, Eq, Ne, Lt, Le, Gt, Ge };
