@@ -158,8 +158,9 @@ TEST_F(Integrity, NoSingleBitFlipLoadsDifferentNumbers) {
       flipBit(file, bit);
     }
   }
-  EXPECT_GT(refused, 5000);
-  EXPECT_LT(harmless, refused / 10);  // flips in padding and in "format": "pt"
+  // The harmless ones flip a bit of `"format": "pt"` or of the JSON's
+  // whitespace into other whitespace.
+  EXPECT_LT(harmless * 20, refused) << harmless << " harmless, " << refused << " refused";
 }
 
 TEST_F(Integrity, ResumeFallsBackToTheNewestCheckpointThatVerifies) {
