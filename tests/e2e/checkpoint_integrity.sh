@@ -4,7 +4,8 @@
 #      the checkpoint and the tensor, both ranks continue from the older one
 #      (their parameter hashes agree), and rank 0 alone says so;
 #   2. logs and metrics come from global rank 0 only: each step's metrics line
-#      once, no `[rank 1]` progress line;
+#      once, no `[rank 1]` progress line — also on a dp × tp mesh, where ranks
+#      0 and 1 both have dp coordinate 0;
 #   3. a second job on the same checkpoint folder is refused, naming the first.
 set -uo pipefail
 dtlc=$1; work=$2
@@ -55,6 +56,19 @@ if [ "$steps" = "6 7 8 9 10 11 12 " ] && ! grep -q 'rank 1' resume.out; then
   pass "metrics once per step, no rank 1 lines"
 else
   fail "metrics steps '$steps'; stdout: $(cat resume.out)"
+fi
+
+# 2b. A 2 × 2 mesh (nothing split over tp: it runs replicated over it).
+sed -e 's/steps = 12/steps = 3/' -e '/checkpoint "ck"/d' s.dtl >mesh.dtl
+printf 'parallel {\n  mesh dp = 2, tp = 2\n  split batch over dp\n}\n' >>mesh.dtl
+"$dtlc" run mesh.dtl --nproc 4 --metrics mesh.jsonl >mesh.out 2>mesh.err; rc=$?
+if [ "$rc" -ne 0 ] && grep -q "not built yet" mesh.err; then
+  echo "skip: a dp × tp mesh is refused by this build: $(head -1 mesh.err)"
+elif [ "$rc" -eq 0 ] && [ "$(grep -c '"step"' mesh.jsonl)" -eq 3 ] && [ "$(grep -c '^step [0-9]/3' mesh.out)" -eq 3 ] &&
+     ! grep -q 'rank 1' mesh.out; then
+  pass "dp × tp mesh: metrics and progress once per step"
+else
+  fail "dp × tp mesh: exit $rc; metrics: $(cat mesh.jsonl); stdout: $(cat mesh.out); stderr: $(cat mesh.err)"
 fi
 
 # 3. Two jobs, one folder.
