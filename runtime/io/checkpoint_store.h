@@ -38,7 +38,8 @@ enum class Prune { Now, Later };
 class CheckpointStore {
  public:
   // keep: how many checkpoints to keep, newest first; 0 keeps all. One
-  // process writes a directory at a time (rank 0).
+  // process writes a directory at a time (global rank 0, holding its
+  // DirLock: dir_lock.h).
   CheckpointStore(std::string dir, int64_t keep);
 
   // Saves `c` as DIR/step-NNNNNNNN and makes it the latest. A crash or failure

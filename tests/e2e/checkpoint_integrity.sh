@@ -75,7 +75,7 @@ fi
 sed -e 's/steps = 12/steps = 100000000/' -e 's/every 5 steps/every 1000000 steps/' s.dtl >long.dtl
 "$dtlc" run long.dtl >long.out 2>long.err &
 first=$!
-for _ in $(seq 1 100); do [ -s ck/.lock ] && grep -q "pid $first " ck/.lock && break; sleep 0.1; done
+for _ in $(seq 1 300); do [ -s ck/.lock ] && grep -q "pid $first " ck/.lock && break; sleep 0.1; done
 "$dtlc" run s.dtl --steps 1 >second.out 2>second.err; rc=$?
 kill "$first" 2>/dev/null; wait "$first" 2>/dev/null
 if [ "$rc" -eq 1 ] && grep -q "ck: in use by another job (pid $first on host " second.err; then
