@@ -28,6 +28,7 @@
 #include "runtime/exec/train_state.h"
 #include "runtime/exec/writer_ranks.h"
 #include "runtime/io/checkpoint_store.h"
+#include "runtime/io/checksums.h"
 #include "runtime/io/metrics_writer.h"
 #include "runtime/io/progress.h"
 #include "runtime/optim/clip.h"
@@ -215,9 +216,13 @@ class Trainer {
     return hex64(h);
   }
 
+  // A file with dtl's checksums (a checkpoint's params.safetensors) is
+  // checked against them; one from elsewhere is taken as it is.
   bool initFrom(const std::string& file) {
     std::vector<io::TensorBlob> blobs;
-    io::Status s = io::readSafetensors(file, blobs);
+    std::map<std::string, std::string> meta;
+    io::Status s = io::readSafetensors(file, blobs, &meta);
+    if (s.ok && io::hasChecksums(meta)) s = io::verifyChecksums(file, blobs, meta);
     if (!s.ok) {
       err_ += s.message + "\n";
       return false;

@@ -265,6 +265,12 @@ TEST_F(Run, InitLoadsByPathAndRejectsMismatches) {
   write("cut.safetensors", bytes.substr(0, bytes.size() - 10));
   EXPECT_EQ(run({path("s.dtl"), "--steps", "1", "--init", path("cut.safetensors")}, &err), 1);
   EXPECT_NE(err.find("cut.safetensors"), std::string::npos) << err;
+  // A flipped bit in a checkpoint's tensor: its checksum names it.
+  bytes.back() = static_cast<char>(bytes.back() ^ 0x20);
+  write("flipped.safetensors", bytes);
+  EXPECT_EQ(run({path("s.dtl"), "--steps", "1", "--init", path("flipped.safetensors")}, &err), 1);
+  EXPECT_NE(err.find(path("flipped.safetensors") + ": tensor `l2.bias` does not match its checksum"), std::string::npos)
+      << err;
 }
 
 TEST_F(Run, CorruptDataFileIsNamed) {
