@@ -429,8 +429,16 @@ class Trainer {
       return false;
     }
     if (!loadParams(c.params, params_, c_.resume_dir, err_)) return false;
+    restoreOptimizerState(c.optimizer);
+    if (!seekData(state)) return false;
+    start = c.step;
+    if (lead_) std::fprintf(stdout, "resumed from %s at step %lld\n", c_.resume_dir.c_str(), static_cast<long long>(start));
+    return true;
+  }
+
+  void restoreOptimizerState(const std::vector<io::TensorBlob>& blobs) {
     std::map<std::string, const io::TensorBlob*> opt;
-    for (const auto& b : c.optimizer) opt[b.name] = &b;
+    for (const auto& b : blobs) opt[b.name] = &b;
     std::vector<std::string> names = optim::stateNames(c_.optimizer);
     for (Param& p : params_) {
       std::vector<float>* state[2] = {&p.state.a, &p.state.b};
@@ -441,6 +449,10 @@ class Trainer {
         if (!state[k]->empty()) std::memcpy(state[k]->data(), it->second->bytes.data(), it->second->bytes.size());
       }
     }
+  }
+
+  // The data cursor of a resumed run, converted when the checkpoint's run had another global batch.
+  bool seekData(const TrainState& state) {
     int64_t epoch = state.epoch, in_epoch = state.step_in_epoch;
     // Written by a run with another global batch (another number of ranks or
     // per-rank batch): continue at the same sample of the epoch's order.
@@ -463,12 +475,10 @@ class Trainer {
       // optimiser keeps its own step count.
       if (c_.epochs > 0) {
         int64_t steps_per_epoch = train_loader_->stepsPerEpoch() / c_.accumulate;
-        shift_ = epoch * steps_per_epoch + in_epoch / c_.accumulate - c.step;
+        shift_ = epoch * steps_per_epoch + in_epoch / c_.accumulate - state.step;
       }
     }
     train_loader_->seek(epoch, in_epoch);
-    start = c.step;
-    if (lead_) std::fprintf(stdout, "resumed from %s at step %lld\n", c_.resume_dir.c_str(), static_cast<long long>(start));
     return true;
   }
 
