@@ -6,8 +6,9 @@
 //    uninterrupted run's bit for bit).
 // 2. Each step: `accumulate` micro-batches forward + backward, gradients
 //    averaged, global-norm clipped, the scheduled learning rate, the
-//    optimiser. A NaN/Inf loss stops the run naming the step; the last
-//    checkpoint written stays the latest.
+//    optimiser. A NaN/Inf loss stops the run naming the step and the last
+//    good checkpoint (checkpointing.h: older ones are dropped only once a
+//    newer one has led to a finite loss).
 // 3. Around it: metrics lines (steps counted from 1, loss before the update),
 //    progress or log lines, evaluation over the whole eval split, checkpoints.
 #include "runtime/exec/trainer.h"
@@ -17,13 +18,17 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <tuple>
 
 #include "core/hash.h"
 #include "core/json.h"
-#include "runtime/data/literal.h"
+#include "runtime/exec/checkpointing.h"
 #include "runtime/exec/executor.h"
 #include "runtime/exec/param_init.h"
+#include "runtime/exec/train_state.h"
+#include "runtime/exec/writer_ranks.h"
 #include "runtime/io/checkpoint_store.h"
+#include "runtime/io/checksums.h"
 #include "runtime/io/metrics_writer.h"
 #include "runtime/io/progress.h"
 #include "runtime/optim/clip.h"
@@ -94,14 +99,14 @@ bool loadParams(const std::vector<io::TensorBlob>& blobs, std::vector<Param>& pa
 
 class Trainer {
  public:
-  Trainer(const TrainConfig& c, std::string& err, bool tty) : c_(c), err_(err), tty_(tty) {}
+  Trainer(const TrainConfig& c, std::string& err, bool tty) : c_(c), err_(err), tty_(tty), checkpoints_(c) {}
 
   int run() {
     const ir::Graph& g = *c_.graph;
     backend_ = c_.reference_kernels ? makeReferenceBackend() : makeFastBackend();
     exec_ = std::make_unique<Executor>(g, *backend_);
     for (const auto& [axis, c] : c_.comms) exec_->setCommunicator(axis, c);
-    lead_ = c_.rank == 0;
+    lead_ = writesLogs(c_.global_rank);
     for (const ParamSpec& s : c_.params) params_.push_back(Param{&s, initParam(s, c_.seed), {}, {}});
     for (Param& p : params_) {
       exec_->bindParam(p.spec->path, p.value.data());
@@ -109,6 +114,7 @@ class Trainer {
     }
     if (!c_.init_file.empty() && !initFrom(c_.init_file)) return 1;
     if (!openData()) return 1;
+    if (!checkpoints_.start(err_)) return 1;
     int64_t micro_per_epoch = train_loader_->stepsPerEpoch();
     int64_t steps_per_epoch = micro_per_epoch / c_.accumulate;
     if (steps_per_epoch < 1 && c_.epochs > 0) {
@@ -147,11 +153,11 @@ class Trainer {
       if (!microBatches(step, loss)) return 1;
       if (!std::isfinite(loss)) {
         err_ += "step " + std::to_string(step) + ": the loss is " + (std::isnan(loss) ? "NaN" : "infinite") +
-                "; stopping" +
-                (c_.checkpoint_dir.empty() ? "" : " (the last checkpoint in " + c_.checkpoint_dir + " is intact)") +
+                "; stopping" + checkpoints_.diverged() +
                 "\nhint: lower the learning rate, or set `clip = 1.0` in `train`\n";
         return 1;
       }
+      if (!checkpoints_.confirm(err_)) return 1;
       double lr = optim::scheduledLr(c_.schedule, c_.optimizer.lr, step + shift_, total_ + shift_);
       update(opt, step, lr);
       samples_since += c_.batch * c_.accumulate * c_.world;
@@ -159,8 +165,9 @@ class Trainer {
       double secs = std::chrono::duration<double>(now - t0).count();
       double rate = secs > 0 ? static_cast<double>(samples_since) / secs : 0;
       if (c_.on_step) c_.on_step(step);
-      if (lead_ && metrics_.status().ok && !c_.metrics_file.empty())
-        metrics_.write({{"loss", loss}, {"lr", lr}, {"samples_per_s", rate}}, {{"step", step}, {"epoch", epoch}});
+      if (lead_ && !c_.metrics_file.empty() &&
+          !writeMetrics({{"loss", loss}, {"lr", lr}, {"samples_per_s", rate}}, {{"step", step}, {"epoch", epoch}}))
+        return 1;
       window_loss += loss;
       ++window_steps;
       bool epoch_end = steps_per_epoch > 0 && (step + shift_) % steps_per_epoch == 0;
@@ -174,15 +181,26 @@ class Trainer {
       if (!c_.eval_fields.empty() && (due(c_.eval_every, step, epoch_end) || step == total_)) {
         if (!evaluate(step, epoch)) return 1;
       }
-      if (lead_ && !c_.checkpoint_dir.empty() && (due(c_.checkpoint_every, step, epoch_end) || step == total_)) {
+      if (!c_.checkpoint_dir.empty() && (due(c_.checkpoint_every, step, epoch_end) || step == total_)) {
         if (!checkpoint(step)) return 1;
       }
     }
+    if (!checkpoints_.confirm(err_)) return 1;  // training ended without diverging
     if (lead_) std::fputs(progress.finish().c_str(), stdout);
     return 0;
   }
 
  private:
+  // A line that cannot be written (a full disk) stops the run: a run must not
+  // go on without the record it was asked to keep.
+  bool writeMetrics(const std::vector<std::pair<std::string, double>>& fields,
+                    const std::vector<std::pair<std::string, int64_t>>& ints) {
+    metrics_.write(fields, ints);
+    if (metrics_.status().ok) return true;
+    err_ += "--metrics: " + metrics_.status().message + "\n";
+    return false;
+  }
+
   bool due(const Period& p, int64_t step, bool epoch_end) const {
     if (p.count <= 0) return false;
     if (!p.epochs) return step % p.count == 0;
@@ -198,9 +216,13 @@ class Trainer {
     return hex64(h);
   }
 
+  // A file with dtl's checksums (a checkpoint's params.safetensors) is
+  // checked against them; one from elsewhere is taken as it is.
   bool initFrom(const std::string& file) {
     std::vector<io::TensorBlob> blobs;
-    io::Status s = io::readSafetensors(file, blobs);
+    std::map<std::string, std::string> meta;
+    io::Status s = io::readSafetensors(file, blobs, &meta);
+    if (s.ok && io::hasChecksums(meta)) s = io::verifyChecksums(file, blobs, meta);
     if (!s.ok) {
       err_ += s.message + "\n";
       return false;
@@ -355,48 +377,68 @@ class Trainer {
       line += ", " + g.metrics[k].first + " " + json::number(metric[k] / static_cast<double>(n));
     }
     if (!lead_) return true;
-    if (!c_.metrics_file.empty()) metrics_.write(fields, {{"step", step}, {"epoch", epoch}});
+    if (!c_.metrics_file.empty() && !writeMetrics(fields, {{"step", step}, {"epoch", epoch}})) return false;
     std::fputs((tty_ ? "\n" + line + "\n" : line + "\n").c_str(), stdout);
     std::fflush(stdout);
     return true;
   }
 
+  // Each rank contributes the tensors it writes (writer_ranks.h); the folder
+  // is written by global rank 0, so a tensor only another rank holds (a
+  // sharded layout) cannot be saved yet and stops the run saying so.
   bool checkpoint(int64_t step) {
     io::CheckpointContents c;
     c.step = step;
     std::vector<std::string> names = optim::stateNames(c_.optimizer);
     for (const Param& p : params_) {
+      if (!writesTensor(c_.mesh, p.spec->sharded, c_.global_rank)) continue;
+      if (c_.global_rank != 0) {
+        err_ += "checkpoint at step " + std::to_string(step) + ": parameter `" + p.spec->path +
+                "` is sharded; saving sharded parameters is not built yet\n";
+        return false;
+      }
       c.params.push_back(blob(p.spec->path, p.spec->shape, p.value));
       const std::vector<float>* state[2] = {&p.state.a, &p.state.b};
       for (size_t k = 0; k < names.size() && k < 2; ++k)
         if (!state[k]->empty()) c.optimizer.push_back(blob(p.spec->path + "." + names[k], p.spec->shape, *state[k]));
     }
-    auto [epoch, in_epoch] = train_loader_->cursor();
-    json::Writer w;
-    w.beginObject().key("step").value(step).key("epoch").value(epoch).key("step_in_epoch").value(in_epoch);
-    w.key("seed").value(static_cast<int64_t>(c_.seed)).key("model").value(c_.model);
-    // The cursor counts global batches of this many samples; a run on another
-    // number of ranks converts it (resume()).
-    w.key("global_batch").value(c_.batch * c_.world).key("world").value(static_cast<int64_t>(c_.world)).endObject();
-    c.state_json = w.str();
-    io::Status s = io::CheckpointStore(c_.checkpoint_dir, c_.checkpoint_keep).save(c);
-    if (!s.ok) {
-      err_ += "checkpoint at step " + std::to_string(step) + ": " + s.message + "\n";
-      return false;
-    }
-    return true;
+    TrainState st;
+    st.step = step;
+    std::tie(st.epoch, st.step_in_epoch) = train_loader_->cursor();
+    st.seed = static_cast<int64_t>(c_.seed);
+    st.model = c_.model;
+    st.global_batch = c_.batch * c_.world;
+    st.world = c_.world;
+    c.state_json = trainStateJson(st);
+    return checkpoints_.save(c, err_);
   }
 
   bool resume(int64_t& start) {
     io::CheckpointContents c;
-    io::Status s = io::CheckpointStore::loadLatest(c_.resume_dir, c);
-    if (!s.ok) {
-      err_ += "--resume " + c_.resume_dir + ": " + s.message + "\n";
+    if (!checkpoints_.resume(c, err_)) return false;
+    TrainStateExpect expect;
+    expect.step = c.step;
+    expect.model = c_.model;
+    expect.seed = static_cast<int64_t>(c_.seed);
+    expect.samples = train_.samples();
+    expect.global_batch = c_.batch * c_.world;
+    TrainState state;
+    std::string why;
+    if (!parseTrainState(c.state_json, expect, state, why)) {
+      err_ += "--resume " + c_.resume_dir + ": " + io::checkpointName(c.step) + "/state.json: " + why + "\n";
       return false;
     }
     if (!loadParams(c.params, params_, c_.resume_dir, err_)) return false;
+    restoreOptimizerState(c.optimizer);
+    if (!seekData(state)) return false;
+    start = c.step;
+    if (lead_) std::fprintf(stdout, "resumed from %s at step %lld\n", c_.resume_dir.c_str(), static_cast<long long>(start));
+    return true;
+  }
+
+  void restoreOptimizerState(const std::vector<io::TensorBlob>& blobs) {
     std::map<std::string, const io::TensorBlob*> opt;
-    for (const auto& b : c.optimizer) opt[b.name] = &b;
+    for (const auto& b : blobs) opt[b.name] = &b;
     std::vector<std::string> names = optim::stateNames(c_.optimizer);
     for (Param& p : params_) {
       std::vector<float>* state[2] = {&p.state.a, &p.state.b};
@@ -407,22 +449,19 @@ class Trainer {
         if (!state[k]->empty()) std::memcpy(state[k]->data(), it->second->bytes.data(), it->second->bytes.size());
       }
     }
-    data::Literal state;
-    std::string perr;
-    int64_t epoch = 0, in_epoch = 0;
-    if (!data::parseLiteral(c.state_json, data::Syntax::Json, state, perr)) {
-      err_ += "--resume " + c_.resume_dir + ": state.json: " + perr + "\n";
-      return false;
-    }
-    if (const data::Literal* e = state.get("epoch")) epoch = e->i;
-    if (const data::Literal* e = state.get("step_in_epoch")) in_epoch = e->i;
+  }
+
+  // The data cursor of a resumed run, converted when the checkpoint's run had another global batch.
+  bool seekData(const TrainState& state) {
+    int64_t epoch = state.epoch, in_epoch = state.step_in_epoch;
     // Written by a run with another global batch (another number of ranks or
     // per-rank batch): continue at the same sample of the epoch's order.
     int64_t global = c_.batch * c_.world;
-    if (const data::Literal* e = state.get("global_batch"); e && e->i != global && e->i > 0) {
-      int64_t samples = in_epoch * e->i;
+    if (state.global_batch > 0 && state.global_batch != global) {
+      const int64_t ckpt_global = state.global_batch;
+      int64_t samples = in_epoch * ckpt_global;
       if (samples % (global * c_.accumulate) != 0) {
-        err_ += "--resume " + c_.resume_dir + ": the checkpoint's run had a global batch of " + std::to_string(e->i) +
+        err_ += "--resume " + c_.resume_dir + ": the checkpoint's run had a global batch of " + std::to_string(ckpt_global) +
                 " and stopped after " + std::to_string(samples) + " samples of epoch " + std::to_string(epoch) +
                 ", which is not a whole number of this run's optimiser steps of " +
                 std::to_string(global * c_.accumulate) + " samples" +
@@ -436,12 +475,10 @@ class Trainer {
       // optimiser keeps its own step count.
       if (c_.epochs > 0) {
         int64_t steps_per_epoch = train_loader_->stepsPerEpoch() / c_.accumulate;
-        shift_ = epoch * steps_per_epoch + in_epoch / c_.accumulate - c.step;
+        shift_ = epoch * steps_per_epoch + in_epoch / c_.accumulate - state.step;
       }
     }
     train_loader_->seek(epoch, in_epoch);
-    start = c.step;
-    if (lead_) std::fprintf(stdout, "resumed from %s at step %lld\n", c_.resume_dir.c_str(), static_cast<long long>(start));
     return true;
   }
 
@@ -456,7 +493,8 @@ class Trainer {
   io::MetricsWriter metrics_;
   int64_t total_ = 0;
   int64_t shift_ = 0;  // this run's step count in the epoch's units, minus the optimiser's (resume())
-  bool lead_ = true;
+  bool lead_ = true;  // logs, prints and writes metrics
+  Checkpointing checkpoints_;
 };
 
 }  // namespace

@@ -25,6 +25,10 @@ struct ParamSpec {
   std::string init;  // zeros ones normal uniform xavier kaiming
   std::map<std::string, double> init_args;
   int stack_dims = 0;  // leading repeat dims (not part of fan-in/fan-out)
+  // Per mesh axis, whether the parameter is split over it (each coordinate
+  // holds another piece); empty: replicated on every axis. Says which rank
+  // writes it to a checkpoint (writer_ranks.h).
+  std::vector<bool> sharded;
 };
 
 struct Period {
@@ -51,14 +55,21 @@ struct TrainConfig {
   bool reference_kernels = false;
   int threads = 1;
   // Data parallelism: this rank's place on the axis `batch` is split over,
-  // and a communicator per mesh axis. Rank 0 alone logs, evaluates to the
-  // screen, writes metrics and checkpoints; every rank computes.
+  // and a communicator per mesh axis. Global rank 0 alone logs, evaluates
+  // to the screen, writes metrics and the checkpoint folder (writer_ranks.h);
+  // every rank computes.
   int rank = 0, world = 1;
+  int global_rank = 0;
+  std::vector<int64_t> mesh;  // the size of each mesh axis (empty: one rank)
   std::map<std::string, comm::Communicator*> comms;
   std::function<void(int64_t)> on_step;  // after each optimiser step (progress for the launcher)
   // Before step 1, with a hash of every parameter's value: false (with a
   // message) stops the run — the ranks must start from the same parameters.
   std::function<bool(const std::string& params_hash, std::string& err)> confirm_params;
+  // --resume on many ranks: rank 0 passes the checkpoint it picked (empty
+  // when none verifies), every other rank gets rank 0's in `name`. False
+  // (with a message) when that cannot be done.
+  std::function<bool(std::string& name, std::string& err)> agree_on_checkpoint;
 };
 
 // Trains; progress and logs to `out`, errors to `err`. Returns the exit

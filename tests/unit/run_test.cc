@@ -1,7 +1,9 @@
 // `dtlc run` end to end, in-process: training lowers the loss, resume is bit
 // for bit, and every bad input stops with a message naming the culprit and
 // leaves no partial checkpoint.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -10,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "runtime/io/checkpoint_store.h"
 #include "tools/dtlc/cli.h"
 
 namespace dtl {
@@ -193,16 +196,35 @@ TEST_F(Run, ClippingSharedGradientsScalesEachOnce) {
   for (size_t i = 0; i < 5; ++i) EXPECT_NEAR(one[i], two[i], 1e-5 * std::fabs(one[i])) << "step " << i + 1;
 }
 
-TEST_F(Run, NanLossStopsNamingTheStepAndKeepsTheLastCheckpoint) {
+// keep 1, a checkpoint every step: the checkpoint saved just before the
+// loss became NaN must not have rotated out the one before it. That older one
+// is named as the last good checkpoint and is the latest again; the one that
+// led to the NaN is set aside.
+TEST_F(Run, NanLossStopsNamingTheStepAndKeepsTheLastGoodCheckpoint) {
   dataset();
-  write("s.dtl", spec("  checkpoint \"ck\" every 1 step\n", "sgd(lr = 1e30)", "relu"));
+  write("s.dtl", spec("  checkpoint \"ck\" every 1 step keep 1\n", "sgd(lr = 1e10)", "relu"));
   std::string err;
   EXPECT_EQ(run({path("s.dtl")}, &err), 1);
-  EXPECT_NE(err.find(": the loss is "), std::string::npos) << err;
-  EXPECT_NE(err.find("step "), std::string::npos);
-  EXPECT_NE(err.find("is intact"), std::string::npos) << err;
-  // The latest checkpoint is complete and loadable: resuming starts cleanly.
-  ASSERT_TRUE(fs::exists(path("ck/index.json")));
+  size_t at = err.find(": the loss is ");
+  ASSERT_NE(at, std::string::npos) << err;
+  int64_t step = std::strtoll(err.c_str() + err.rfind("step ", at) + 5, nullptr, 10);
+  ASSERT_GE(step, 3) << err;  // steps 1 and 2 were finite: two checkpoints were saved before the NaN
+  char prev[32], good[32];
+  std::snprintf(prev, sizeof prev, "step-%08lld", static_cast<long long>(step - 1));
+  std::snprintf(good, sizeof good, "step-%08lld", static_cast<long long>(step - 2));
+  EXPECT_NE(err.find(std::string("the checkpoint saved just before (") + prev + ") led to it and was set aside as " +
+                     path("ck") + "/diverged-" + prev),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("the last good checkpoint is " + path("ck") + "/" + good + " (--resume " + path("ck") +
+                     " continues from it)"),
+            std::string::npos)
+      << err;
+  std::ifstream index(path("ck/index.json"));
+  std::stringstream text;
+  text << index.rdbuf();
+  EXPECT_NE(text.str().find(std::string("\"latest\": \"") + good + "\""), std::string::npos) << text.str();
+  EXPECT_TRUE(fs::exists(path("ck/") + good + "/params.safetensors"));
   for (const auto& e : fs::directory_iterator(path("ck")))
     EXPECT_NE(e.path().filename().string().rfind(".tmp", 0), 0u) << e.path();
 }
@@ -243,6 +265,12 @@ TEST_F(Run, InitLoadsByPathAndRejectsMismatches) {
   write("cut.safetensors", bytes.substr(0, bytes.size() - 10));
   EXPECT_EQ(run({path("s.dtl"), "--steps", "1", "--init", path("cut.safetensors")}, &err), 1);
   EXPECT_NE(err.find("cut.safetensors"), std::string::npos) << err;
+  // A flipped bit in a checkpoint's tensor: its checksum names it.
+  bytes.back() = static_cast<char>(bytes.back() ^ 0x20);
+  write("flipped.safetensors", bytes);
+  EXPECT_EQ(run({path("s.dtl"), "--steps", "1", "--init", path("flipped.safetensors")}, &err), 1);
+  EXPECT_NE(err.find(path("flipped.safetensors") + ": tensor `l2.bias` does not match its checksum"), std::string::npos)
+      << err;
 }
 
 TEST_F(Run, CorruptDataFileIsNamed) {
@@ -259,6 +287,109 @@ TEST_F(Run, CorruptDataFileIsNamed) {
   std::string err;
   EXPECT_EQ(run({path("s.dtl")}, &err), 1);
   EXPECT_NE(err.find("x.npy"), std::string::npos) << err;
+}
+
+// One bit flipped in the newest checkpoint: --resume names it and the tensor,
+// and continues from the older one (the step after it comes next).
+TEST_F(Run, ResumePassesOverACorruptCheckpoint) {
+  dataset();
+  write("s.dtl", spec("  checkpoint \"ck\" every 5 steps keep 2\n"));
+  std::string err;
+  ASSERT_EQ(run({path("s.dtl"), "--steps", "10"}, &err), 0) << err;
+  std::string file = path("ck/step-00000010/params.safetensors");
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-3, std::ios::end);
+    char c = 0;
+    f.get(c);
+    f.seekp(-3, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x40));  // an exponent bit of l2.bias's last value
+  }
+  ::testing::internal::CaptureStderr();
+  int rc = run({path("s.dtl"), "--resume", path("ck"), "--metrics", path("m.jsonl")}, &err);
+  std::string warnings = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(rc, 0) << err;
+  EXPECT_NE(warnings.find("warning: --resume " + path("ck") + ": passed over step-00000010: " + file +
+                          ": tensor `l2.bias` does not match its checksum"),
+            std::string::npos)
+      << warnings;
+  EXPECT_NE(warnings.find("resuming from step-00000005 instead, the newest checkpoint that verifies"),
+            std::string::npos)
+      << warnings;
+  std::ifstream in(path("m.jsonl"));
+  std::string first;
+  std::getline(in, first);
+  EXPECT_EQ(first.rfind("{\"step\": 6, ", 0), 0u) << first;
+}
+
+// A state.json whose checksum holds but whose fields are wrong (crafted, or
+// written by a broken build) stops the resume naming the field: no abort.
+TEST_F(Run, ResumeValidatesEveryStateField) {
+  dataset();
+  write("s.dtl", spec("  checkpoint \"ck\" every 5 steps\n"));
+  std::string err;
+  ASSERT_EQ(run({path("s.dtl"), "--steps", "5"}, &err), 0) << err;
+  rt::io::CheckpointContents c;
+  ASSERT_TRUE(rt::io::CheckpointStore::loadLatest(path("ck"), c).ok);
+  const std::string good = c.state_json;
+  auto resumeWith = [&](const std::string& from, const std::string& to) {
+    size_t at = good.find(from);
+    EXPECT_NE(at, std::string::npos) << good;
+    c.state_json = good.substr(0, at) + to + good.substr(at + from.size());
+    EXPECT_TRUE(rt::io::CheckpointStore(path("ck"), 0).save(c).ok);
+    int rc = run({path("s.dtl"), "--resume", path("ck")}, &err);
+    EXPECT_EQ(rc, 1) << c.state_json;
+    return err;
+  };
+  const std::string prefix = "dtlc run: --resume " + path("ck") + ": step-00000005/state.json: ";
+  EXPECT_EQ(resumeWith("\"epoch\":0", "\"epoch\":-5"),
+            prefix + "\"epoch\" is -5; it must be an integer from 0\n");
+  EXPECT_EQ(resumeWith("\"step_in_epoch\":5", "\"step_in_epoch\":\"5\""),
+            prefix + "\"step_in_epoch\" is not an integer; it must be an integer from 0\n");
+  EXPECT_EQ(resumeWith("\"step_in_epoch\":5", "\"step_in_epoch\":900"),
+            prefix + "\"step_in_epoch\" is 900, but an epoch of the 64 training samples holds 8 global batches of 8\n");
+  EXPECT_EQ(resumeWith("\"step\":5", "\"step\":4"), prefix + "\"step\" is 4 but the checkpoint is of step 5\n");
+  EXPECT_EQ(resumeWith("\"model\":\"M\"", "\"model\":\"N\""),
+            prefix + "the checkpoint is of model `N`, this spec trains `M`\n");
+  EXPECT_EQ(resumeWith("\"seed\":7", "\"seed\":8"),
+            prefix + "the checkpoint's run had seed 8, this spec has 7 (another data order: the run would not "
+                     "continue)\nhint: --set train.seed=8 continues it\n");
+  EXPECT_EQ(resumeWith("\"global_batch\":8", "\"global_batch\":0"),
+            prefix + "\"global_batch\" is 0; it must be an integer from 1\n");
+  EXPECT_EQ(resumeWith("\"world\":1", "\"world\":1,\"cursor\":3"),
+            prefix + "unknown field \"cursor\" (this build writes step, epoch, step_in_epoch, seed, model, "
+                     "global_batch, world)\n");
+  EXPECT_EQ(resumeWith(",\"seed\":7", ""), prefix + "\"seed\" is missing\n");
+}
+
+TEST_F(Run, MetricsThatCannotBeWrittenStopTheRun) {
+  dataset();
+  write("s.dtl", spec(""));
+  std::string err;
+  EXPECT_EQ(run({path("s.dtl"), "--metrics", "/dev/full"}, &err), 1);
+  EXPECT_EQ(err, "dtlc run: --metrics: /dev/full: cannot write a metrics line: No space left on device\n");
+}
+
+// Another job holds the checkpoint folder (its lock file names it): this run
+// stops before step 1, naming the holder, instead of destroying its checkpoints.
+TEST_F(Run, ASecondJobOnTheCheckpointFolderIsRefused) {
+  dataset();
+  write("s.dtl", spec("  checkpoint \"ck\" every 5 steps\n"));
+  fs::create_directories(path("ck"));
+  int fd = ::open(path("ck/.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  const std::string holder = "pid 4242 on host elsewhere, started 2026-12-01 09:00:00 UTC";
+  ASSERT_EQ(::write(fd, holder.data(), holder.size()), static_cast<ssize_t>(holder.size()));
+  std::string err;
+  int rc = run({path("s.dtl")}, &err);
+  ::close(fd);
+  EXPECT_EQ(rc, 1);
+  EXPECT_EQ(err, "dtlc run: checkpoint folder " + path("ck") + ": in use by another job (" + holder +
+                     "); two jobs writing checkpoints into one folder would destroy each other's\n"
+                     "hint: wait for that job to finish, or give this run another `checkpoint` folder\n");
+  EXPECT_FALSE(fs::exists(path("ck/index.json")));
+  ASSERT_EQ(run({path("s.dtl")}, &err), 0) << err;  // released: the folder is free again
 }
 
 TEST_F(Run, UsageErrors) {

@@ -37,7 +37,7 @@ const char* const kRunHelp =
     "  --steps N            stop after N optimiser steps (overrides epochs/steps)\n"
     "  --set KEY=VALUE      override a setting, as for `dtlc check` (repeatable)\n"
     "  --init FILE          load parameters by path from a safetensors file\n"
-    "  --resume DIR         continue from the latest checkpoint in DIR\n"
+    "  --resume DIR         continue from the newest checkpoint in DIR that verifies\n"
     "  --metrics FILE       write one JSON line per optimiser step and evaluation\n"
     "  --kernels fast|reference\n"
     "                       the kernels to run: fast (default) or the plain\n"
@@ -294,6 +294,9 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
   }
   std::string host;  // Gloo's pairs bind the address the other nodes reach this one at
   const sema::ParallelSpec& par = fe.spec().parallel;
+  config.global_rank = env.rank;
+  config.mesh.clear();
+  for (const sema::MeshAxisSpec& axis : par.mesh) config.mesh.push_back(axis.size);
   int64_t stride = 1;
   for (size_t a = par.mesh.size(); a-- > 0;) {
     const sema::MeshAxisSpec& axis = par.mesh[a];
@@ -348,6 +351,21 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
   config.confirm_params = [raw, env](const std::string& hash, std::string& why) {
     rt::comm::Status st = rt::launch::checkAgreement(*raw, env, rt::launch::kSameParameters, hash, env.join_timeout);
     if (!st.ok) why = st.message;
+    return st.ok;
+  };
+  // Rank 0 picks the checkpoint to resume from (the newest that verifies);
+  // the others take its pick, so every rank continues from the same one.
+  config.agree_on_checkpoint = [raw, env](std::string& name, std::string& why) {
+    const std::string key = "resume/checkpoint";
+    rt::comm::Status st;
+    std::vector<uint8_t> v(name.begin(), name.end());
+    if (env.rank == 0) {
+      st = raw->set(key, v);
+    } else {
+      st = raw->get(key, v, env.join_timeout);
+      name.assign(v.begin(), v.end());
+    }
+    if (!st.ok) why = "agreeing with rank 0 on the checkpoint to resume from: " + st.message;
     return st.ok;
   };
   return true;
