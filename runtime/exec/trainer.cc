@@ -348,12 +348,11 @@ class Trainer {
       loss += exec_->value(g.loss);
       for (size_t k = 0; k < g.metrics.size(); ++k) metric[k] += exec_->value(g.metrics[k].second);
     }
-    std::vector<std::pair<std::string, double>> fields = {{"eval_loss", loss / static_cast<double>(n)}};
-    std::string line = "eval after step " + std::to_string(step) + ": loss " + json::number(loss / static_cast<double>(n));
-    for (size_t k = 0; k < g.metrics.size(); ++k) {
-      fields.emplace_back("eval_" + g.metrics[k].first, metric[k] / static_cast<double>(n));
-      line += ", " + g.metrics[k].first + " " + json::number(metric[k] / static_cast<double>(n));
-    }
+    std::vector<std::pair<std::string, double>> shown = {{"loss", loss / static_cast<double>(n)}};
+    for (size_t k = 0; k < g.metrics.size(); ++k) shown.emplace_back(g.metrics[k].first, metric[k] / static_cast<double>(n));
+    std::vector<std::pair<std::string, double>> fields;
+    for (const auto& [name, value] : shown) fields.emplace_back("eval_" + name, value);
+    std::string line = io::Progress::evalLine(step, shown);
     if (!lead_) return true;
     if (!c_.metrics_file.empty()) metrics_.write(fields, {{"step", step}, {"epoch", epoch}});
     std::fputs((tty_ ? "\n" + line + "\n" : line + "\n").c_str(), stdout);
