@@ -164,7 +164,8 @@ class Trainer {
       window_loss += loss;
       ++window_steps;
       bool epoch_end = steps_per_epoch > 0 && (step + shift_) % steps_per_epoch == 0;
-      if (lead_ && (due(c_.log_every, step, epoch_end) || (tty_ && step == total_))) {
+      // The last step is always shown, so a run shorter than `log every` says how it ended.
+      if (lead_ && (due(c_.log_every, step, epoch_end) || step == total_)) {
         std::string line = progress.line(step, window_loss / static_cast<double>(window_steps), rate);
         std::fputs(line.c_str(), stdout);
         std::fflush(stdout);

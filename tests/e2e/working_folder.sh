@@ -2,7 +2,8 @@
 # Where `dtlc run` reads and writes (docs/running.md, "Where files go"): data
 # paths are relative to the spec, outputs — the spec's checkpoint folder and
 # --metrics — to the working folder, where `--resume` finds them. Also: the
-# eval line shows four decimals while the metrics file keeps every digit.
+# eval line shows four decimals while the metrics file keeps every digit, and
+# the last step's progress line is shown even without `log every`.
 #
 # usage: working_folder.sh DTLC WORKDIR
 set -euo pipefail
@@ -42,6 +43,7 @@ cd "$work/elsewhere"
 [ ! -e ../specs/ck ] || fail "the checkpoint went beside the spec (specs/ck)"
 [ -f m.jsonl ] || fail "no metrics file under the working folder"
 echo "checkpoint and metrics under the working folder: $(ls ck | tr '\n' ' ')"
+grep -Eq '^step 3/3  loss [0-9]+\.[0-9]{4}  ' run1.out || fail "no progress line for the last step: $(cat run1.out)"
 
 "$dtlc" run ../specs/line.dtl --resume ck --metrics m.jsonl >run2.out 2>&1 || fail "--resume ck failed: $(cat run2.out)"
 steps=$(grep -o '"step": [0-9]*, "epoch": [0-9]*, "loss"' m.jsonl | awk '{printf "%s", $2}')
