@@ -5,6 +5,7 @@
 // 2. Replace the matching setting's expression, or append a new one (creating
 //    the train or parallel block when the spec has none). Unknown settings
 //    are left for the block's checker, which reports them at the override.
+//    `train.epochs` and `train.steps` replace each other.
 #include "compiler/sema/apply_overrides.h"
 
 #include "compiler/syntax/parse.h"
@@ -71,6 +72,12 @@ std::vector<std::string> applyOverrides(Program& prog, diag::SourceManager& sour
         prog.train_storage = std::make_unique<syntax::TrainDecl>();
         prog.train_storage->loc = loc;
         prog.train = prog.train_storage.get();
+      }
+      // `epochs` and `steps` are one setting, the run's length, written two
+      // ways: overriding either replaces whichever the spec gave.
+      if (rest == "epochs" || rest == "steps") {
+        std::string other = rest == "epochs" ? "steps" : "epochs";
+        std::erase_if(prog.train->settings, [&](const syntax::Setting& s) { return s.key.name == other; });
       }
       setIn(prog.train->settings, rest, std::move(value), loc);
     } else if (section == "data") {

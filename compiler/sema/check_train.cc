@@ -5,7 +5,6 @@
 //    arguments; PyTorch's defaults fill the rest (so runs compare 1:1).
 // 3. `log|eval|checkpoint … every N steps|epochs [keep K]`.
 #include <algorithm>
-#include <filesystem>
 #include <set>
 
 #include "compiler/sema/check_blocks.h"
@@ -202,8 +201,13 @@ void checkTrain(const Program& prog, TrainSpec& t, diag::Diagnostics& diags) {
       if (!e.target) {
         diags.error(e.what.loc, "`checkpoint` needs a folder", "e.g. `checkpoint \"runs/mnist\" every 1 epoch keep 2`");
       } else if (c.string(*e.target, "`checkpoint`", dir)) {
-        std::filesystem::path p(dir);
-        t.checkpoint_dir = p.is_relative() ? (std::filesystem::path(prog.spec_dir) / p).lexically_normal().string() : dir;
+        // An output: relative to the working folder, as `--resume DIR` and
+        // `--metrics FILE` are, so `--resume` names the folder this wrote.
+        // (Inputs — data files, imports — are relative to the spec.)
+        if (dir.empty())
+          diags.error(e.target->loc, "`checkpoint` needs a folder, not an empty string",
+                      "e.g. `checkpoint \"runs/mnist\" every 1 epoch keep 2`");
+        t.checkpoint_dir = dir;
       }
       if (e.keep) c.integer(*e.keep, "`keep`", t.checkpoint_keep);
     } else {

@@ -114,7 +114,7 @@ struct TrainSpec {
   Every log_every;
   Every eval_every;
   Every checkpoint_every;
-  std::string checkpoint_dir;  // resolved
+  std::string checkpoint_dir;  // as written: relative to the working folder, like --resume
   int64_t checkpoint_keep = 0; // 0 = keep all
 };
 

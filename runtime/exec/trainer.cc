@@ -171,7 +171,8 @@ class Trainer {
       window_loss += loss;
       ++window_steps;
       bool epoch_end = steps_per_epoch > 0 && (step + shift_) % steps_per_epoch == 0;
-      if (lead_ && (due(c_.log_every, step, epoch_end) || (tty_ && step == total_))) {
+      // The last step is always shown, so a run shorter than `log every` says how it ended.
+      if (lead_ && (due(c_.log_every, step, epoch_end) || step == total_)) {
         std::string line = progress.line(step, window_loss / static_cast<double>(window_steps), rate);
         std::fputs(line.c_str(), stdout);
         std::fflush(stdout);
@@ -370,12 +371,11 @@ class Trainer {
       loss += exec_->value(g.loss);
       for (size_t k = 0; k < g.metrics.size(); ++k) metric[k] += exec_->value(g.metrics[k].second);
     }
-    std::vector<std::pair<std::string, double>> fields = {{"eval_loss", loss / static_cast<double>(n)}};
-    std::string line = "eval after step " + std::to_string(step) + ": loss " + json::number(loss / static_cast<double>(n));
-    for (size_t k = 0; k < g.metrics.size(); ++k) {
-      fields.emplace_back("eval_" + g.metrics[k].first, metric[k] / static_cast<double>(n));
-      line += ", " + g.metrics[k].first + " " + json::number(metric[k] / static_cast<double>(n));
-    }
+    std::vector<std::pair<std::string, double>> shown = {{"loss", loss / static_cast<double>(n)}};
+    for (size_t k = 0; k < g.metrics.size(); ++k) shown.emplace_back(g.metrics[k].first, metric[k] / static_cast<double>(n));
+    std::vector<std::pair<std::string, double>> fields;
+    for (const auto& [name, value] : shown) fields.emplace_back("eval_" + name, value);
+    std::string line = io::Progress::evalLine(step, shown);
     if (!lead_) return true;
     if (!c_.metrics_file.empty() && !writeMetrics(fields, {{"step", step}, {"epoch", epoch}})) return false;
     std::fputs((tty_ ? "\n" + line + "\n" : line + "\n").c_str(), stdout);

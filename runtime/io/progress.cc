@@ -57,6 +57,13 @@ std::string Progress::formatDuration(double seconds) {
   return buf;
 }
 
+std::string Progress::evalLine(int64_t step, const std::vector<std::pair<std::string, double>>& values) {
+  std::string text = "eval after step " + std::to_string(step) + ":";
+  for (size_t i = 0; i < values.size(); ++i)
+    text += (i ? ", " : " ") + values[i].first + " " + formatLoss(values[i].second);
+  return text;
+}
+
 std::string Progress::line(int64_t step, double loss, double samples_per_s) {
   double now = clock_();
   if (!started_) {

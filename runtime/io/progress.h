@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace dtl::rt::io {
 
@@ -22,6 +24,9 @@ class Progress {
   std::string line(int64_t step, double loss, double samples_per_s);
   // What to print when the run ends: "\n" on a terminal once a line was shown, else "".
   std::string finish() const;
+  // "eval after step 468: loss 0.4212, accuracy 0.8518": each value as
+  // formatLoss shows it (the metrics file keeps every digit).
+  static std::string evalLine(int64_t step, const std::vector<std::pair<std::string, double>>& values);
 
   // Pieces, exposed for tests: "0.4123", "5,310" / "12.5", "2m41s".
   static std::string formatLoss(double loss);

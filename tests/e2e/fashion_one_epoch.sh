@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The Fashion-MNIST sample, shortened to one epoch, must reach at least 0.80
 # test accuracy on one process, and the same accuracy (within 0.005) on two
-# ranks at half the per-rank batch (the same global batches). Runs a copy of
-# the sample in a scratch folder so its checkpoints do not land in the source
-# tree.
+# ranks at half the per-rank batch (the same global batches). Runs in a
+# scratch folder, where the sample's checkpoints land (they go under the
+# working folder).
 set -euo pipefail
 dtlc=$1; src=$2; work=$3
-rm -rf "$work"; mkdir -p "$work"
+rm -rf "$work"; mkdir -p "$work"; cd "$work"
 cp "$src/samples/fashion_mnist_mlp.dtl" "$work/"
 accuracy() { grep -o '"eval_accuracy": [0-9.e-]*' "$1" | tail -1 | awk '{print $2}'; }
 "$dtlc" run "$work/fashion_mnist_mlp.dtl" --set train.epochs=1 --metrics "$work/metrics.jsonl"

@@ -296,12 +296,12 @@ def debug_step1(args, case, spec_dir, spec, init_path, init, torch_after1, torch
         text = f.read()
     text = text.rstrip()
     assert text.endswith('}')
-    text = text[:-1] + '  checkpoint "ckpt" every 1 step\n}\n'
+    ck = os.path.abspath(os.path.join(spec_dir, 'ckpt'))  # a relative one would be under the working folder
+    text = text[:-1] + '  checkpoint "%s" every 1 step\n}\n' % ck
     with open(dbg_spec, 'w') as f:
         f.write(text)
     p0 = {n: t.double().numpy() for n, t in init}
     for kernels in ('fast', 'reference'):
-        ck = os.path.join(spec_dir, 'ckpt')
         shutil.rmtree(ck, ignore_errors=True)
         got = run_dtl(args.dtlc, dbg_spec, init_path, os.path.join(spec_dir, 'debug.jsonl'), 1,
                       kernels)

@@ -105,6 +105,38 @@ TEST(Frontend, ModelOverrideChangesShapes) {
   EXPECT_EQ(fe.spec().parallel.bucket_bytes, 1 << 20);
 }
 
+// `epochs` and `steps` are two ways to write the run's length: overriding
+// one replaces the other, so `--set train.epochs=1` shortens any sample.
+TEST(Frontend, EpochsAndStepsOverridesReplaceEachOther) {
+  driver::Frontend by_steps;  // char_gpt trains for `steps = 500`
+  driver::FrontendOptions opt;
+  opt.sets = {"train.epochs=1"};
+  ASSERT_EQ(by_steps.run(kRoot + "/samples/char_gpt.dtl", opt), 0) << by_steps.diagnostics().render();
+  EXPECT_EQ(by_steps.spec().train.epochs.value_or(0), 1);
+  EXPECT_FALSE(by_steps.spec().train.steps.has_value());
+  driver::Frontend by_epochs;  // fashion_mnist_mlp trains for `epochs = 10`
+  opt.sets = {"train.steps=7"};
+  ASSERT_EQ(by_epochs.run(kRoot + "/samples/fashion_mnist_mlp.dtl", opt), 0) << by_epochs.diagnostics().render();
+  EXPECT_EQ(by_epochs.spec().train.steps.value_or(0), 7);
+  EXPECT_FALSE(by_epochs.spec().train.epochs.has_value());
+}
+
+// A checkpoint folder is an output: kept as written, relative to the working
+// folder (as `--resume` is), not joined to the spec's folder like data paths.
+TEST(Frontend, CheckpointFolderIsKeptAsWritten) {
+  auto spec = [](const std::string& folder) {
+    return "model M {\n  dim d = 4\n  input x : f32[batch, d]\n  loss = mean(x)\n}\n"
+           "train {\n  optimizer = sgd(lr = 0.1)\n  checkpoint \"" + folder + "\" every 1 epoch\n}\n";
+  };
+  driver::Frontend fe;
+  ASSERT_EQ(fe.runText("/elsewhere/m.dtl", spec("runs/x"), {}), 0) << fe.diagnostics().render();
+  EXPECT_EQ(fe.spec().train.checkpoint_dir, "runs/x");
+  driver::Frontend empty;
+  EXPECT_EQ(empty.runText("m.dtl", spec(""), {}), 1);
+  EXPECT_NE(empty.diagnostics().render().find("`checkpoint` needs a folder, not an empty string"), std::string::npos)
+      << empty.diagnostics().render();
+}
+
 TEST(Frontend, OverrideErrorsPointAtTheOverride) {
   driver::Frontend fe;
   driver::FrontendOptions opt;

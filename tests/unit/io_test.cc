@@ -766,6 +766,15 @@ TEST(Progress, PlainLinesWhenNotATerminal) {
   EXPECT_EQ(open_ended.line(7, std::nan(""), -1), "step 7  loss nan  -- samples/s\n");
 }
 
+// The eval line shows what running.md shows (four decimals), not every digit
+// the metrics file keeps.
+TEST(Progress, EvalLineShowsFourDecimals) {
+  EXPECT_EQ(Progress::evalLine(468, {{"loss", 0.42118818115887343}, {"accuracy", 0.85176282051282048}}),
+            "eval after step 468: loss 0.4212, accuracy 0.8518");
+  EXPECT_EQ(Progress::evalLine(3, {{"loss", 0.00012345678}, {"err", std::nan("")}}),
+            "eval after step 3: loss 1.235e-04, err nan");
+}
+
 TEST(Progress, Pieces) {
   EXPECT_EQ(Progress::formatRate(999.4), "999");
   EXPECT_EQ(Progress::formatRate(999.5), "1,000");

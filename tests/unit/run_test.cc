@@ -27,8 +27,14 @@ class Run : public ::testing::Test {
            ("dtl_run_" + std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
+    // Checkpoint folders are relative to the working folder: run in dir_.
+    cwd_ = fs::current_path();
+    fs::current_path(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override {
+    fs::current_path(cwd_);
+    fs::remove_all(dir_);
+  }
 
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   void write(const std::string& name, const std::string& text) const { std::ofstream(path(name), std::ios::binary) << text; }
@@ -93,7 +99,7 @@ class Run : public ::testing::Test {
     return out;
   }
 
-  fs::path dir_;
+  fs::path dir_, cwd_;
 };
 
 TEST_F(Run, TrainingLowersTheLossAndWritesMetrics) {

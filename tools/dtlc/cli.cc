@@ -22,7 +22,7 @@ const char* kMainHelp =
     "commands:\n"
     "  check SPEC   parse and type-check a spec; print its model, parameters and layout\n"
     "  plan SPEC    show what one optimiser step sends over the wire, and memory per rank\n"
-    "  run SPEC     train a spec on this process\n"
+    "  run SPEC     train a spec, on this process or on N ranks (--nproc N)\n"
     "\n"
     "Run `dtlc COMMAND --help` for a command's options. Docs: docs/language-guide.md.\n";
 
