@@ -146,6 +146,7 @@ void checkTrain(const Program& prog, TrainSpec& t, diag::Diagnostics& diags) {
       diags.error(s.key.loc, "`" + k + "` is set twice in `train`");
       continue;
     }
+    t.where[k] = s.key.loc;
     const Expr& v = *s.value;
     if (k == "batch") c.integer(v, "`train.batch`", t.batch);
     else if (k == "accumulate") c.integer(v, "`train.accumulate`", t.accumulate);
