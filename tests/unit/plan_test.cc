@@ -170,6 +170,27 @@ TEST(Plan, RunRefusesWhatIsNotBuiltBeforeStartingRanks) {
   EXPECT_EQ(rc, 1);
 }
 
+// Tensor parallelism alone used to plan and run (each rank holding whole
+// tensors while the plan all-reduced them as shards): refused by its rule.
+TEST(Plan, TensorParallelismAloneIsRefusedByItsRule) {
+  std::string spec = slurp(kDir + "/unbuilt.dtl");
+  spec = spec.substr(0, spec.find("parallel {"));
+  spec.replace(spec.find("  precision = bf16\n"), 19, "");
+  spec += "parallel {\n  mesh dp = auto, tp = 2\n  split batch over dp\n  split heads over tp\n}\n";
+  std::string path = testing::TempDir() + "/tp.dtl";
+  std::ofstream(path) << spec;
+  std::string out, err;
+  EXPECT_EQ(cli::runCli({"plan", path, "--world", "4"}, out, err), 1);
+  EXPECT_EQ(err, path + ":22:3: error: `split heads over tp` is not built yet (tensor parallelism): every rank would "
+                        "hold whole tensors while the plan reduces them as slices\n"
+                        "    split heads over tp\n"
+                        "    ^~~~~~~~~~~~~~~~~~~\n"
+                        "hint: only `split batch over <axis>` runs today; remove this rule to train without it\n"
+                        "1 error generated.\n");
+  EXPECT_EQ(out, "");
+  EXPECT_EQ(cli::runCli({"run", path, "--nproc", "4"}, out, err), 1);
+}
+
 // A `split` of the batch is data parallelism and runs: no refusal.
 TEST(Plan, SplittingTheBatchIsNotRefused) {
   int rc = 0;
@@ -192,11 +213,12 @@ TEST(Plan, DeviceMemoryRefusesAPlanThatDoesNotFit) {
             "  total             12.6 KiB\n"
             "hint: lower train.batch or the model's dims, or plan for a device with more memory\n");
   EXPECT_EQ(rc, 1);
-  for (const char* fits : {"24 GiB", "24GiB", "512 MiB", "12904", "13KiB"}) {
+  // 12,872 bytes exactly (docs/plan.md's JSON "total").
+  for (const char* fits : {"24 GiB", "24GiB", "512 MiB", "12872", "13KiB"}) {
     EXPECT_EQ(plan({"--device-memory", fits}, &rc), slurp(kDir + "/mlp_dp.txt")) << fits;
     EXPECT_EQ(rc, 0) << fits;
   }
-  EXPECT_EQ(plan({"--device-memory", "12903"}, &rc).substr(0, 40), "dtlc plan: the plan needs 12.6 KiB per r");
+  EXPECT_EQ(plan({"--device-memory", "12871"}, &rc).substr(0, 40), "dtlc plan: the plan needs 12.6 KiB per r");
   EXPECT_EQ(rc, 1);
   EXPECT_EQ(plan({"--device-memory", "lots"}, &rc), "dtlc plan: --device-memory expects a size such as '24 GiB', got 'lots'\n");
   EXPECT_EQ(rc, 2);
@@ -256,7 +278,7 @@ TEST(Plan, PlanIdsAreTheNodesOfEmitLayout) {
 // Without a train block nothing says how to train: refused, not defaulted.
 TEST(Plan, RunRefusesASpecWithoutTrainBlock) {
   std::string spec = slurp(kDir + "/mlp_dp.dtl");
-  size_t from = spec.find("train {"), to = spec.find("}\n", from) + 2;
+  size_t from = spec.find("\ntrain {") + 1, to = spec.find("}\n", from) + 2;
   std::string path = testing::TempDir() + "/no_train.dtl";
   std::ofstream(path) << spec.substr(0, from) + spec.substr(to);
   std::string out, err;
@@ -272,18 +294,20 @@ TEST(Plan, RunRefusesASpecWithoutTrainBlock) {
 // with --nproc, before the launcher, which this test binary cannot use).
 TEST(Plan, RunRefusesAPlanLargerThanThisMachine) {
   for (std::vector<std::string> extra : {std::vector<std::string>{}, {"--nproc", "2"}}) {
+    // h = 2^42: l1.weight [16, h] alone is 256 TiB (under the 1 PiB a tensor may hold); parameters 21 × 2^44 B.
     std::vector<std::string> args = {"run", "mlp_dp.dtl", "--set", "model.h=4398046511104"};
     args.insert(args.end(), extra.begin(), extra.end());
     int rc = 0;
     std::string err = inPlanDir(args, &rc);
     EXPECT_EQ(rc, 1) << err;
     std::string first = err.substr(0, err.find('\n'));
-    EXPECT_EQ(first.rfind(extra.empty() ? "dtlc run: the plan needs 1.0 PiB per rank, more than the "
-                                        : "dtlc run: the plan needs 1.0 PiB per rank × 2 ranks on this machine = 2.0 PiB, more than the ",
+    // One rank plans the graph before layout, two the laid-out one (its all-reduced copies count).
+    EXPECT_EQ(first.rfind(extra.empty() ? "dtlc run: the plan needs 1.4 PiB per rank, more than the "
+                                        : "dtlc run: the plan needs 1.6 PiB per rank × 2 ranks on this machine = 3.1 PiB, more than the ",
                           0),
               0u)
         << err;
-    EXPECT_NE(err.find("\nmemory per rank\n  parameters        256.0 TiB\n"), std::string::npos) << err;
+    EXPECT_NE(err.find("\nmemory per rank\n  parameters        336.0 TiB\n"), std::string::npos) << err;
     EXPECT_NE(err.find("\nhint: lower train.batch or the model's dims, or start fewer ranks on this machine; "
                        "--ignore-memory-check starts it anyway\n"),
               std::string::npos)
