@@ -170,7 +170,8 @@ void settings(const syntax::ParallelDecl& p, const Model& model, TrainSpec& trai
       diags.error(s.key.loc, "`" + k + "` is set twice in `parallel`");
       continue;
     }
-    out.where[k] = s.key.loc;
+    // Where the value came from: the spec's line, or the --set that replaced it.
+    out.where[k] = s.value->loc.file != s.key.loc.file ? s.value->loc : s.key.loc;
     const Expr& v = *s.value;
     if (k == "zero") {
       if (c.integer(v, "`parallel.zero`", out.zero, 0) && out.zero > 3)

@@ -242,6 +242,14 @@ TEST(Plan, ImpossibleSizesAreLocatedErrors) {
   EXPECT_EQ(rc, 1);
   EXPECT_EQ(inPlanDir({"check", "mlp_dp.dtl", "--set", "model.h=100000000000000"}, &rc), text);
   EXPECT_EQ(rc, 1);
+  // `batch` is train.batch's: blamed at the --set that gave it.
+  EXPECT_EQ(inPlanDir({"check", "mlp_dp.dtl", "--set", "train.batch=100000000000000"}, &rc),
+            "--set train.batch:1:1: error: `x` [batch=100000000000000, f=16] would hold 100,000,000,000,000 × 16 f32 = "
+            "6,400,000,000,000,000 bytes (5.7 PiB), more than the 1.0 PiB a tensor may hold\n"
+            "  100000000000000\n"
+            "  ^~~~~~~~~~~~~~~\n"
+            "hint: `batch = 100,000,000,000,000` is far larger than a tensor's dim can be; check its value\n"
+            "1 error generated.\n");
   // Past 64 bits: the same place, no overflow anywhere.
   std::string huge = plan({"--set", "model.h=3000000000000000000"}, &rc);
   EXPECT_EQ(rc, 1);
