@@ -53,9 +53,11 @@ std::string num(double v) {
   return buf;
 }
 
-std::string line(const Node& n) {
+std::string line(const Node& n, const std::string& note) {
   std::string s = "%" + std::to_string(n.id) + " = " + opName(n.op);
-  if (!n.fn.empty()) s += "." + n.fn;
+  // A collective's fn is why the layout inserted it (a sentence, not a function).
+  bool collective = n.op == Op::AllReduce || n.op == Op::AllGather || n.op == Op::ReduceScatter;
+  if (!n.fn.empty() && !collective) s += "." + n.fn;
   s += "(";
   for (size_t i = 0; i < n.inputs.size(); ++i) s += (i ? ", %" : "%") + std::to_string(n.inputs[i]);
   s += ")";
@@ -76,18 +78,19 @@ std::string line(const Node& n) {
   if (n.op == Op::Attention || n.op == Op::AttentionGrad) add(n.flag ? "causal" : "full");
   if (!attrs.empty()) s += " {" + attrs + "}";
   s += " : " + std::string(dtypeName(n.dtype)) + n.shape.str();
+  if (!note.empty()) s += "  " + note;
   if (!n.where.empty()) s += "  # " + n.where;
   return s + "\n";
 }
 
 }  // namespace
 
-std::string printGraph(const Graph& g, bool with_backward) {
+std::string printGraph(const Graph& g, bool with_backward, const std::function<std::string(const Node&)>& annotate) {
   std::string out = "forward\n";
   size_t end = with_backward ? g.nodes.size() : static_cast<size_t>(g.forward_end);
   for (size_t i = 0; i < end; ++i) {
     if (static_cast<int>(i) == g.forward_end) out += "backward\n";
-    out += "  " + line(g.nodes[i]);
+    out += "  " + line(g.nodes[i], annotate ? annotate(g.nodes[i]) : std::string());
   }
   out += "loss %" + std::to_string(g.loss) + "\n";
   for (const auto& [name, id] : g.metrics) out += "metric " + name + " %" + std::to_string(id) + "\n";

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -112,7 +113,9 @@ struct Graph {
   const Node& operator[](int id) const { return nodes[static_cast<size_t>(id)]; }
 };
 
-// Deterministic text form (`dtlc check --emit=ir|grad`).
-std::string printGraph(const Graph& g, bool with_backward);
+// Deterministic text form (`dtlc check --emit=ir|grad`). `annotate` (when
+// given) adds text after a node's type, e.g. its placements (--emit=layout).
+std::string printGraph(const Graph& g, bool with_backward,
+                       const std::function<std::string(const Node&)>& annotate = {});
 
 }  // namespace dtl::ir

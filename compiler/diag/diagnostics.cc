@@ -7,6 +7,14 @@
 namespace dtl::diag {
 
 Diagnostic& Diagnostics::error(Loc loc, std::string message, std::string hint) {
+  return report(Severity::Error, loc, std::move(message), std::move(hint));
+}
+
+Diagnostic& Diagnostics::warning(Loc loc, std::string message, std::string hint) {
+  return report(Severity::Warning, loc, std::move(message), std::move(hint));
+}
+
+Diagnostic& Diagnostics::report(Severity severity, Loc loc, std::string message, std::string hint) {
   for (const Diagnostic& d : list_) {
     if (d.loc.file == loc.file && d.loc.line == loc.line && d.loc.col == loc.col &&
         d.message == message) {
@@ -14,13 +22,13 @@ Diagnostic& Diagnostics::error(Loc loc, std::string message, std::string hint) {
       return dropped_;
     }
   }
-  if (error_count_ >= kMaxErrors) {
+  if (severity == Severity::Error && error_count_ >= kMaxErrors) {
     ++dropped_count_;
     dropped_ = Diagnostic{};
     return dropped_;
   }
-  ++error_count_;
-  list_.push_back(Diagnostic{Severity::Error, loc, std::move(message), std::move(hint), {}});
+  ++(severity == Severity::Error ? error_count_ : warning_count_);
+  list_.push_back(Diagnostic{severity, loc, std::move(message), std::move(hint), {}});
   return list_.back();
 }
 
@@ -31,8 +39,20 @@ void Diagnostics::addNote(size_t index, Loc loc, std::string message) {
 
 namespace {
 
+const char* severityName(Severity s) {
+  switch (s) {
+    case Severity::Error: return "error";
+    case Severity::Warning: return "warning";
+    case Severity::Note: return "note";
+  }
+  return "error";
+}
+
+// "3 errors", "1 warning"
+std::string count(int n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); }
+
 void renderOne(const SourceManager& src, const Diagnostic& d, std::string& out) {
-  const char* kind = d.severity == Severity::Error ? "error" : "note";
+  const char* kind = severityName(d.severity);
   if (d.loc.valid()) {
     out += src.name(d.loc.file) + ":" + std::to_string(d.loc.line) + ":" +
            std::to_string(d.loc.col) + ": ";
@@ -69,10 +89,11 @@ std::string Diagnostics::render() const {
     out += "note: " + std::to_string(dropped_count_) + " more error" +
            (dropped_count_ == 1 ? "" : "s") + " not shown (limit " +
            std::to_string(kMaxErrors) + ")\n";
-  if (error_count_ > 0) {
-    int total = error_count_ + dropped_count_;
-    out += std::to_string(total) + (total == 1 ? " error" : " errors") + " generated.\n";
-  }
+  int errors = error_count_ + dropped_count_;
+  if (warning_count_ > 0 && errors > 0)
+    out += count(warning_count_, "warning") + " and " + count(errors, "error") + " generated.\n";
+  else if (warning_count_ > 0 || errors > 0)
+    out += (errors > 0 ? count(errors, "error") : count(warning_count_, "warning")) + " generated.\n";
   return out;
 }
 
@@ -81,7 +102,7 @@ std::string Diagnostics::renderJson() const {
   w.beginArray();
   for (const Diagnostic& d : list_) {
     w.beginObject();
-    w.key("severity").value(d.severity == Severity::Error ? "error" : "note");
+    w.key("severity").value(severityName(d.severity));
     w.key("file").value(d.loc.valid() ? sources_->name(d.loc.file) : "");
     w.key("line").value(d.loc.line);
     w.key("column").value(d.loc.col);

@@ -47,12 +47,14 @@ int Frontend::runText(const std::string& name, const std::string& text, const Fr
   sema::resolveNames(prog_, *diags_);
   sema::checkTrain(prog_, spec_.train, *diags_);
   sema::instantiateModel(prog_, spec_.train.batch, spec_.model, *diags_);
+  sema::checkSizes(prog_, spec_.model, spec_.train, *diags_);
   sema::checkData(prog_, spec_.model, spec_.data, *diags_);
   sema::checkParallel(prog_, spec_.model, spec_.train, opt.world, spec_.parallel, *diags_);
   if (diags_->hasErrors()) return 1;
+  sema::checkUnbuilt(spec_, opt.refuse_unbuilt ? diag::Severity::Error : diag::Severity::Warning, *diags_);
+  if (diags_->hasErrors()) return 1;
   if (stop == Stop::Ir || stop == Stop::Grad || stop == Stop::Plan) lower(stop != Stop::Ir);
   if (stop == Stop::Plan) layOut();
-  if (stop == Stop::Grad || stop == Stop::Plan) refuseUnbuilt();
   return diags_->hasErrors() ? 1 : 0;
 }
 
@@ -70,26 +72,6 @@ void Frontend::layOut() {
   }
   layout_errors_ = layout::assignPlacements(graph_, mesh, rules, layout_);
   passes::bucketGradients(graph_, spec_.parallel.bucket_bytes, spec_.parallel.overlap);
-}
-
-// Settings the language has and `dtlc check` accepts, but this build cannot
-// run yet: planning or training with them would silently do something else.
-void Frontend::refuseUnbuilt() {
-  const sema::ParallelSpec& p = spec_.parallel;
-  auto refuse = [&](const std::string& setting, const std::string& instead) {
-    layout_errors_.push_back(setting + " is not built yet; " + instead);
-  };
-  if (p.zero > 0)
-    refuse("`zero = " + std::to_string(p.zero) + "` (sharded optimiser state, gradients or parameters)",
-           "remove it (or --set parallel.zero=0) to keep replicated state");
-  if (!p.pipeline.empty()) refuse("`pipeline = " + p.pipeline + "(…)`", "remove it to run without pipeline stages");
-  if (!p.recompute.empty()) refuse("`recompute = " + p.recompute + "`", "remove it to keep every activation");
-  if (p.reduce_dtype != DType::F32)
-    refuse(std::string("`reduce_dtype = ") + dtypeName(p.reduce_dtype) + "` (gradients on the wire)",
-           "remove it (or --set parallel.reduce_dtype=f32) to reduce in f32");
-  if (spec_.train.precision != DType::F32)
-    refuse(std::string("`precision = ") + dtypeName(spec_.train.precision) + "`",
-           "remove it (or --set train.precision=f32) to train in f32");
 }
 
 void Frontend::lower(bool with_backward) {

@@ -1,7 +1,8 @@
-// The front end as one call: load → overrides → names → model → blocks.
-// Each stage runs only when the ones before it left no errors that would
-// make its own reports noise (syntax errors stop after stage 1; name errors
-// still allow data/train checks).
+// The front end as one call: load → overrides → names → model → sizes →
+// blocks → not built yet → (lower → lay out). Each stage runs only when the
+// ones before it left no errors that would make its own reports noise
+// (syntax errors stop after stage 1; name errors still allow data/train
+// checks); what this build cannot run yet stops before lowering.
 #pragma once
 
 #include <memory>
@@ -19,6 +20,9 @@ namespace dtl::driver {
 struct FrontendOptions {
   std::vector<std::string> sets;  // --set key=value
   int64_t world = 0;              // --world N; 0 = unknown
+  // What this build cannot run yet (a tensor-parallel split, zero, …) is an
+  // error that stops before lowering (plan, run) or a warning (check).
+  bool refuse_unbuilt = false;
 };
 
 enum class Stop { Ast, Sema, Ir, Grad, Plan };
@@ -37,8 +41,7 @@ class Frontend {
   const sema::Spec& spec() const { return spec_; }
   // The training graph (Stop::Ir: forward only; Stop::Grad: with backward and updates).
   const ir::Graph& graph() const { return graph_; }
-  // Stop::Plan: the laid-out graph's placements; what the layout could not do
-  // (from Stop::Grad on, also settings this build cannot run yet).
+  // Stop::Plan: the laid-out graph's placements; what the layout could not do.
   const layout::Layout& layout() const { return layout_; }
   const std::vector<std::string>& layoutErrors() const { return layout_errors_; }
   const sema::Program& program() const { return prog_; }
@@ -47,7 +50,6 @@ class Frontend {
  private:
   void lower(bool with_backward);
   void layOut();
-  void refuseUnbuilt();
 
   std::unique_ptr<diag::SourceManager> sources_;
   std::unique_ptr<diag::Diagnostics> diags_;

@@ -101,17 +101,33 @@ int64_t world(const layout::Layout& l) {
 
 }  // namespace
 
+namespace {
+
+// Bytes of a value, saturated: a plan past int64 must still read as too big.
+int64_t bytesOf(const Shape& s, int64_t per_element) {
+  std::optional<int64_t> n = s.elements();
+  int64_t b = 0;
+  return n && !__builtin_mul_overflow(*n, per_element, &b) ? b : INT64_MAX;
+}
+
+int64_t plus(int64_t a, int64_t b) {
+  int64_t s = 0;
+  return __builtin_add_overflow(a, b, &s) ? INT64_MAX : s;
+}
+
+}  // namespace
+
 Memory memoryPerRank(const ir::Graph& g, const sema::Spec& spec) {
   Memory m;
-  for (const auto& p : spec.model.params) m.parameters += p.shape.elements().value_or(0) * dtypeBytes(p.dtype);
+  for (const auto& p : spec.model.params) m.parameters = plus(m.parameters, bytesOf(p.shape, dtypeBytes(p.dtype)));
   m.gradients = m.parameters;
   const std::string& opt = spec.train.optimizer;
-  double states = opt == "adam" || opt == "adamw" ? 2 : 0;
+  int64_t states = opt == "adam" || opt == "adamw" ? 2 : 0;
   if (opt == "sgd") {
     auto it = spec.train.optimizer_args.find("momentum");
     states = it != spec.train.optimizer_args.end() && it->second != 0 ? 1 : 0;
   }
-  m.optimizer_state = static_cast<int64_t>(states * static_cast<double>(m.parameters));
+  m.optimizer_state = states == 0 ? 0 : states == 1 ? m.parameters : plus(m.parameters, m.parameters);
   // Live activation bytes over the step, as the executor frees them.
   std::vector<int> last(g.nodes.size(), -1);
   for (const ir::Node& n : g.nodes)
@@ -120,16 +136,25 @@ Memory memoryPerRank(const ir::Graph& g, const sema::Spec& spec) {
   for (const ir::Node& n : g.nodes) {
     bool owns = n.op != ir::Op::Param && n.op != ir::Op::Update && n.op != ir::Op::Reshape &&
                 !(n.op == ir::Op::Slice && g.nodes[static_cast<size_t>(n.inputs[0])].op == ir::Op::Param);
-    if (owns) live += n.shape.elements().value_or(0) * 4;
+    if (owns) live = plus(live, bytesOf(n.shape, 4));
     m.peak_activations = std::max(m.peak_activations, live);
     for (int in : n.inputs) {
       const ir::Node& src = g.nodes[static_cast<size_t>(in)];
       bool src_owns = src.op != ir::Op::Param && src.op != ir::Op::Reshape &&
                       !(src.op == ir::Op::Slice && g.nodes[static_cast<size_t>(src.inputs[0])].op == ir::Op::Param);
-      if (last[static_cast<size_t>(in)] == n.id && src_owns) live -= src.shape.elements().value_or(0) * 4;
+      if (last[static_cast<size_t>(in)] == n.id && src_owns && live != INT64_MAX) live -= bytesOf(src.shape, 4);
     }
   }
   return m;
+}
+
+std::string memoryText(const Memory& m) {
+  return "memory per rank\n"
+         "  parameters        " + sema::humanBytes(m.parameters) + "\n"
+         "  gradients         " + sema::humanBytes(m.gradients) + "\n"
+         "  optimizer state   " + sema::humanBytes(m.optimizer_state) + "\n"
+         "  peak activations  " + sema::humanBytes(m.peak_activations) + "\n"
+         "  total             " + sema::humanBytes(m.total()) + "\n";
 }
 
 std::string planText(const ir::Graph& g, const layout::Layout& l, const sema::Spec& spec) {
@@ -155,13 +180,7 @@ std::string planText(const ir::Graph& g, const layout::Layout& l, const sema::Sp
     if (!c.rule.empty()) out += "    rule: " + c.rule + "\n";
   }
   if (cs.empty()) out += "  none: every value stays on its rank\n";
-  Memory m = memoryPerRank(g, spec);
-  out += "\nmemory per rank\n";
-  out += "  parameters        " + sema::humanBytes(m.parameters) + "\n";
-  out += "  gradients         " + sema::humanBytes(m.gradients) + "\n";
-  out += "  optimizer state   " + sema::humanBytes(m.optimizer_state) + "\n";
-  out += "  peak activations  " + sema::humanBytes(m.peak_activations) + "\n";
-  out += "  total             " + sema::humanBytes(m.total()) + "\n";
+  out += "\n" + memoryText(memoryPerRank(g, spec));
   out += "\nbytes sent per rank per step: " + sema::humanBytes(static_cast<int64_t>(total)) +
          " (ring: 2(n−1)/n × bytes per all-reduce)\n";
   return out;

@@ -14,10 +14,20 @@ namespace dtl::plan {
 
 struct Memory {
   int64_t parameters = 0, gradients = 0, optimizer_state = 0, peak_activations = 0;
-  int64_t total() const { return parameters + gradients + optimizer_state + peak_activations; }
+  // Saturates at INT64_MAX (a plan that large fits nowhere).
+  int64_t total() const {
+    int64_t t = 0;
+    for (int64_t part : {parameters, gradients, optimizer_state, peak_activations})
+      if (__builtin_add_overflow(t, part, &t)) return INT64_MAX;
+    return t;
+  }
 };
 
 Memory memoryPerRank(const ir::Graph& g, const sema::Spec& spec);
+// The "memory per rank" lines of the text plan (a heading, then one indented
+// line per part and the total); `dtlc run` and `plan --device-memory` print
+// them when the plan does not fit.
+std::string memoryText(const Memory& m);
 
 std::string planText(const ir::Graph& g, const layout::Layout& l, const sema::Spec& spec);
 std::string planJson(const ir::Graph& g, const layout::Layout& l, const sema::Spec& spec);

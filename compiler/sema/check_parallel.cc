@@ -133,7 +133,7 @@ void splits(const syntax::ParallelDecl& p, const Model& model, ParallelSpec& out
       diags.error(r.dim.loc, "`" + d + "` (" + std::to_string(size->second) + ") does not divide by `" + axis->name +
                                  "` (" + std::to_string(axis->size) + ")",
                   "each of the " + std::to_string(axis->size) + " ranks holds an equal slice; choose sizes that divide");
-    out.splits.push_back(SplitSpec{d, r.axis.name, r.loc});
+    out.splits.push_back(SplitSpec{d, r.axis.name, r.loc, r.axis.loc});
   }
   // No tensor may have two dims split over one axis.
   for (const auto& [name, shape] : modelTensors(model)) {
@@ -170,6 +170,8 @@ void settings(const syntax::ParallelDecl& p, const Model& model, TrainSpec& trai
       diags.error(s.key.loc, "`" + k + "` is set twice in `parallel`");
       continue;
     }
+    // Where the value came from: the spec's line, or the --set that replaced it.
+    out.where[k] = s.value->loc.file != s.key.loc.file ? s.value->loc : s.key.loc;
     const Expr& v = *s.value;
     if (k == "zero") {
       if (c.integer(v, "`parallel.zero`", out.zero, 0) && out.zero > 3)

@@ -145,6 +145,8 @@ void checkTrain(const Program& prog, TrainSpec& t, diag::Diagnostics& diags) {
       diags.error(s.key.loc, "`" + k + "` is set twice in `train`");
       continue;
     }
+    // Where the value came from: the spec's line, or the --set that replaced it.
+    t.where[k] = s.value->loc.file != s.key.loc.file ? s.value->loc : s.key.loc;
     const Expr& v = *s.value;
     if (k == "batch") c.integer(v, "`train.batch`", t.batch);
     else if (k == "accumulate") c.integer(v, "`train.accumulate`", t.accumulate);

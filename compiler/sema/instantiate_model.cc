@@ -104,10 +104,10 @@ class Instantiator {
         out_.values.push_back(ValueInfo{b.name.name, it->second.shape, it->second.dtype, b.is_metric, b.name.loc});
     }
     for (const ParamInfo& p : out_.params) {
-      int64_t n = p.shape.elements().value_or(0), bytes = 0;
-      if (!checkedMul(n, dtypeBytes(p.dtype), bytes) || __builtin_add_overflow(out_.parameters, n, &out_.parameters) ||
+      int64_t n = p.shape.elements().value_or(-1), bytes = 0;
+      if (n < 0 || !checkedMul(n, dtypeBytes(p.dtype), bytes) || __builtin_add_overflow(out_.parameters, n, &out_.parameters) ||
           __builtin_add_overflow(out_.parameter_bytes, bytes, &out_.parameter_bytes)) {
-        diags_.error(p.loc, "the model's parameter count overflows 64 bits");
+        out_.parameters = out_.parameter_bytes = -1;  // past 64 bits: checkSizes names the dim
         break;
       }
     }
@@ -218,11 +218,7 @@ class Instantiator {
       }
       full.dims.push_back(d);
     }
-    if (!full.elements()) {
-      diags_.error(p.type.loc, "param `" + p.name.name + "` has more elements than fit in 64 bits");
-      inst.env[p.name.name] = Value::error();
-      return;
-    }
+    // A shape past 64 bits is kept: checkSizes reports it at the dim that makes it so.
     std::string path = inst.path.empty() ? p.name.name : inst.path + "." + p.name.name;
     out_.params.push_back(ParamInfo{path, full, t, init, p.name.loc});
     inst.env[p.name.name] = Value::tensor(std::move(s), t);

@@ -116,6 +116,7 @@ struct TrainSpec {
   Every checkpoint_every;
   std::string checkpoint_dir;  // as written: relative to the working folder, like --resume
   int64_t checkpoint_keep = 0; // 0 = keep all
+  std::map<std::string, Loc> where;  // each setting given: its key in the spec or its --set
 };
 
 struct MeshAxisSpec {
@@ -128,7 +129,8 @@ struct MeshAxisSpec {
 struct SplitSpec {
   std::string dim;
   std::string axis;
-  Loc loc;
+  Loc loc;       // `split`
+  Loc axis_loc;  // the axis' name, where the rule ends
 };
 
 struct ParallelSpec {
@@ -144,6 +146,7 @@ struct ParallelSpec {
   bool overlap = true;
   DType reduce_dtype = DType::F32;
   std::string recompute;
+  std::map<std::string, Loc> where;  // each setting given: its key in the spec or its --set
 };
 
 struct Spec {

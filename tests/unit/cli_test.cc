@@ -17,8 +17,12 @@ TEST(Cli, HelpDescribesEveryFlag) {
   EXPECT_EQ(run({"--help"}, out, err), 0);
   EXPECT_NE(out.find("check SPEC"), std::string::npos);
   EXPECT_EQ(run({"check", "--help"}, out, err), 0);
-  for (const char* flag : {"--format", "--world", "--set", "--emit", "--help"})
+  for (const char* flag : {"--format", "--world", "--set", "--emit", "--help", "layout (the graph laid out"})
     EXPECT_NE(out.find(flag), std::string::npos) << flag;
+  EXPECT_EQ(run({"plan", "--help"}, out, err), 0);
+  EXPECT_NE(out.find("--device-memory SIZE"), std::string::npos) << out;
+  EXPECT_EQ(run({"run", "--help"}, out, err), 0);
+  EXPECT_NE(out.find("--ignore-memory-check"), std::string::npos) << out;
 }
 
 TEST(Cli, UsageErrorsExitTwo) {

@@ -41,6 +41,34 @@ TEST(Diagnostics, SameMistakeAtSamePlaceIsReportedOnce) {
   EXPECT_EQ(d.errorCount(), 1);
 }
 
+// A warning renders like an error, never counts as one, and the summary
+// counts both (what `dtlc check` accepts but `plan` refuses).
+TEST(Diagnostics, WarningsAreNotErrorsAndAreCounted) {
+  SourceManager src;
+  int f = src.add("s.dtl", "  zero = 1\n");
+  Diagnostics d(src);
+  d.warning(Loc{f, 1, 3, 4}, "`zero = 1` is not built yet", "remove it");
+  EXPECT_FALSE(d.hasErrors());
+  EXPECT_EQ(d.warningCount(), 1);
+  EXPECT_EQ(d.render(),
+            "s.dtl:1:3: warning: `zero = 1` is not built yet\n"
+            "    zero = 1\n"
+            "    ^~~~\n"
+            "hint: remove it\n"
+            "1 warning generated.\n");
+  EXPECT_EQ(d.renderJson(),
+            "[{\"severity\":\"warning\",\"file\":\"s.dtl\",\"line\":1,\"column\":3,"
+            "\"message\":\"`zero = 1` is not built yet\",\"hint\":\"remove it\"}]");
+  d.report(Severity::Warning, Loc{f, 1, 1, 1}, "w2");
+  d.report(Severity::Error, Loc{f, 1, 1, 1}, "e");
+  EXPECT_TRUE(d.hasErrors());
+  std::string r = d.render();
+  EXPECT_EQ(r.substr(r.rfind("hint: remove it\n")), "hint: remove it\n"
+            "s.dtl:1:1: warning: w2\n    zero = 1\n  ^\n"
+            "s.dtl:1:1: error: e\n    zero = 1\n  ^\n"
+            "2 warnings and 1 error generated.\n");
+}
+
 TEST(Diagnostics, CaretUnderTabsLinesUp) {
   SourceManager src;
   int f = src.add("s.dtl", "\tx = y\n");

@@ -404,8 +404,13 @@ TEST_F(Run, UsageErrors) {
   EXPECT_EQ(run({"x.dtl", "--steps", "0"}, &err), 2);
   EXPECT_EQ(err, "dtlc run: --steps expects a positive number of steps, got '0'\n");
   EXPECT_EQ(run({"x.dtl", "--nproc", "0"}, &err), 2);
-  // Launching ranks needs the dtlc binary itself, never a test binary.
+  // The launching process checks the spec before it starts ranks.
   EXPECT_EQ(run({"x.dtl", "--nproc", "2"}, &err), 2);
+  EXPECT_EQ(err, "dtlc run: cannot read 'x.dtl': no such file\n");
+  // Launching ranks needs the dtlc binary itself, never a test binary.
+  dataset();
+  write("s.dtl", spec(""));
+  EXPECT_EQ(run({path("s.dtl"), "--nproc", "2"}, &err), 2);
   EXPECT_NE(err.find("--nproc starts ranks of the dtlc binary"), std::string::npos) << err;
   EXPECT_EQ(run({"x.dtl", "--kernels", "gpu"}, &err), 2);
   EXPECT_EQ(run({"x.dtl", "--backend", "mpi"}, &err), 2);

@@ -2,7 +2,10 @@
 // `--flag=value`; every flag is described by `dtlc COMMAND --help`.
 #include "tools/dtlc/cli.h"
 
+#include <new>
+
 #include "compiler/driver/frontend.h"
+#include "compiler/layout/print_layout.h"
 #include "compiler/sema/print_sema.h"
 #include "compiler/syntax/print_ast.h"
 #include "tools/dtlc/compile_spec.h"
@@ -44,11 +47,30 @@ const char* kCheckHelp =
     "                       e.g. --set model.hidden=256 --set 'parallel.bucket=1 MiB'\n"
     "  --emit=STAGE         print a stage's output instead of the summary:\n"
     "                       ast (the syntax tree), sema (the checked model),\n"
-    "                       ir (the forward graph) or grad (forward, backward\n"
-    "                       and optimiser updates)\n"
+    "                       ir (the forward graph), grad (forward, backward\n"
+    "                       and optimiser updates) or layout (the graph laid out\n"
+    "                       on the mesh: placements, collectives, buckets; the\n"
+    "                       %N ids `dtlc plan` names)\n"
     "  -h, --help           this help\n"
     "\n"
+    "Rules and settings this build cannot run yet (a `split` of a dim other than\n"
+    "batch, zero, pipeline, recompute, reduce_dtype, precision) are warnings here\n"
+    "and errors for `dtlc plan` and `dtlc run` (and --emit=layout).\n"
+    "\n"
     "exit status: 0 the spec is good, 1 the spec has errors, 2 usage error\n";
+
+// --emit=layout: the laid-out graph, on a mesh with every size known.
+int emitLayout(const driver::Frontend& fe, std::string& out, std::string& err) {
+  for (const auto& a : fe.spec().parallel.mesh) {
+    if (a.is_auto && a.size == 0) {
+      err += "dtlc check: the mesh has `" + a.name + " = auto`; --emit=layout needs the world size: --world N\n";
+      return 2;
+    }
+  }
+  if (int rc = layoutRefusals(fe, "check", err); rc != 0) return rc;
+  out += layout::printLayout(fe.graph(), fe.layout());
+  return 0;
+}
 
 int check(const std::vector<std::string>& args, std::string& out, std::string& err) {
   std::string spec, format = "text", emit;
@@ -58,7 +80,7 @@ int check(const std::vector<std::string>& args, std::string& out, std::string& e
                         .text("--format", format, "a value", {"text", "json"})
                         .integer("--world", opt.world, "a positive number of ranks", 1, 1000000)
                         .list("--set", opt.sets, "KEY=VALUE")
-                        .text("--emit", emit, "a stage", {"ast", "sema", "ir", "grad"})
+                        .text("--emit", emit, "a stage", {"ast", "sema", "ir", "grad", "layout"})
                         .parse(args, spec, help);
   if (help) {
     out += kCheckHelp;
@@ -73,11 +95,15 @@ int check(const std::vector<std::string>& args, std::string& out, std::string& e
     return 2;
   }
   driver::Frontend fe;
-  driver::Stop stop = emit == "ast"    ? driver::Stop::Ast
-                      : emit == "ir"   ? driver::Stop::Ir
-                      : emit == "grad" ? driver::Stop::Grad
-                                       : driver::Stop::Sema;
+  driver::Stop stop = emit == "ast"      ? driver::Stop::Ast
+                      : emit == "ir"     ? driver::Stop::Ir
+                      : emit == "grad"   ? driver::Stop::Grad
+                      : emit == "layout" ? driver::Stop::Plan
+                                         : driver::Stop::Sema;
+  // A layout of what is not built yet would be wrong: refused as plan refuses it.
+  opt.refuse_unbuilt = emit == "layout";
   if (int rc = compileSpec(fe, "check", spec, opt, stop, err, format == "json"); rc != 0) return rc;
+  if (emit == "layout") return emitLayout(fe, out, err);
   if (emit == "ast") {
     for (const auto& m : fe.program().modules)
       if (m->file == fe.program().spec_file) out += syntax::printAst(*m);
@@ -113,6 +139,11 @@ int runCli(const std::vector<std::string>& args, std::string& out, std::string& 
     if (cmd == "plan") return planCommand(args, out, err);
     err += "dtlc: unknown command '" + cmd + "'\n\n" + kMainHelp;
     return 2;
+  } catch (const std::bad_alloc&) {
+    // Sizes are checked (sema, the memory check of `run`), so this is a
+    // machine out of memory, not a bug: say what to look at.
+    err += "dtlc: out of memory (an allocation failed); `dtlc plan SPEC` shows the memory per rank the spec needs\n";
+    return 1;
   } catch (const std::exception& e) {
     // A broken invariant, not a user's mistake: say so plainly.
     err += std::string("dtlc: internal error: ") + e.what() + "\n";

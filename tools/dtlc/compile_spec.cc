@@ -9,16 +9,38 @@ int compileSpec(driver::Frontend& fe, const std::string& command, const std::str
     for (const std::string& u : fe.usageErrors()) err += "dtlc " + command + ": " + u + "\n";
     return 2;
   }
-  if (status != 0) {
+  // Warnings (what check accepts but plan and run refuse) go out with a good spec too.
+  if (status != 0 || fe.diagnostics().warningCount() > 0)
     err += json ? fe.diagnostics().renderJson() + "\n" : fe.diagnostics().render();
-    return 1;
-  }
-  return 0;
+  return status == 0 ? 0 : 1;
 }
 
-int refusals(const driver::Frontend& fe, const std::string& command, std::string& err) {
+int layoutRefusals(const driver::Frontend& fe, const std::string& command, std::string& err) {
   for (const std::string& e : fe.layoutErrors()) err += "dtlc " + command + ": " + e + "\n";
   return fe.layoutErrors().empty() ? 0 : 1;
+}
+
+int compileForRun(driver::Frontend& fe, const std::string& spec, const std::vector<std::string>& sets, int64_t world,
+                  std::string& err) {
+  driver::FrontendOptions opt;
+  opt.sets = sets;
+  opt.world = world;
+  opt.refuse_unbuilt = true;
+  // One rank runs the plain training graph; several run it laid out on the
+  // mesh, with the collectives the layout pass derived.
+  if (int rc = compileSpec(fe, "run", spec, opt, world > 1 ? driver::Stop::Plan : driver::Stop::Grad, err); rc != 0)
+    return rc;
+  if (!fe.spec().data.present) {
+    err += "dtlc run: " + spec + " has no `data` block; add one, e.g. `data { train { synthetic(seed = 1) } }`\n";
+    return 1;
+  }
+  // Without one it would train on defaults nobody chose (batch 1, sgd, one epoch).
+  if (!fe.spec().train.present) {
+    err += "dtlc run: " + spec + " has no `train` block, so nothing says how to train it (batch, optimizer, "
+           "epochs or steps); add one, e.g. `train { batch = 32  optimizer = adamw(lr = 1e-3)  epochs = 1 }`\n";
+    return 1;
+  }
+  return layoutRefusals(fe, "run", err);
 }
 
 }  // namespace dtl::cli

@@ -11,10 +11,20 @@ namespace dtl::cli {
 
 // Returns 0 when the spec is good; else the exit status, with `err` holding
 // "dtlc COMMAND: …" usage lines or the rendered diagnostics (JSON with `json`).
+// Warnings are rendered into `err` for a good spec too.
 int compileSpec(driver::Frontend& fe, const std::string& command, const std::string& spec,
                 const driver::FrontendOptions& opt, driver::Stop stop, std::string& err, bool json = false);
 
-// The layout's and the build's refusals ("… is not built yet"): exit 1 when any.
-int refusals(const driver::Frontend& fe, const std::string& command, std::string& err);
+// What the layout pass could not lay out ("… not supported yet"): exit 1
+// when any. Rules and settings not built yet never get this far: the front
+// end refuses them at their source (FrontendOptions::refuse_unbuilt).
+int layoutRefusals(const driver::Frontend& fe, const std::string& command, std::string& err);
+
+// `dtlc run`'s front end: SPEC compiled as every rank compiles it, on `world`
+// ranks (laid out when more than one), and refused — before any rank starts —
+// when it has errors, rules or settings not built yet, or no data or train
+// block. Returns 0 or the exit status with the messages in `err`.
+int compileForRun(driver::Frontend& fe, const std::string& spec, const std::vector<std::string>& sets, int64_t world,
+                  std::string& err);
 
 }  // namespace dtl::cli

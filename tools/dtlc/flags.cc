@@ -27,6 +27,32 @@ Flags& Flags::integer(const std::string& name, int64_t& out, const std::string& 
   return *this;
 }
 
+Flags& Flags::bytes(const std::string& name, int64_t& out) {
+  flags_.push_back({name, Kind::Bytes, &out, "a size such as '24 GiB'", {}});
+  return *this;
+}
+
+int64_t parseSize(const std::string& text) {
+  static const struct {
+    const char* unit;
+    double factor;
+  } kUnits[] = {{"", 1},    {"B", 1},     {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+                {"TiB", 1099511627776.0}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}};
+  const char* s = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(s, &end);
+  if (end == s || errno == ERANGE || !(v > 0) || *s == ' ' || *s == '+' || *s == '-') return -1;
+  std::string unit(end);
+  unit.erase(0, unit.find_first_not_of(' '));
+  for (const auto& u : kUnits) {
+    if (unit != u.unit) continue;
+    double bytes = v * u.factor;
+    return bytes >= 1 && bytes < 9e18 ? static_cast<int64_t>(bytes) : -1;
+  }
+  return -1;
+}
+
 namespace {
 
 // "a, b or c"
@@ -66,6 +92,12 @@ std::string Flags::take(const Flag& f, const std::string& value) const {
       if (f.given) *f.given = true;
       return "";
     }
+    case Kind::Bytes: {
+      int64_t n = parseSize(value);
+      if (n < 0) return f.name + " expects " + f.what + ", got '" + value + "'";
+      *static_cast<int64_t*>(f.out) = n;
+      return "";
+    }
   }
   return "";
 }
@@ -91,7 +123,8 @@ std::string Flags::parse(const std::vector<std::string>& args, std::string& spec
       if (flag->kind != Kind::Toggle && !inline_value) {
         if (i + 1 >= args.size()) {
           std::string what = flag->choices.empty() ? flag->what : alternatives(flag->choices);
-          return flag->name + (flag->kind == Kind::Integer ? " expects " : " needs ") + what;
+          bool expects = flag->kind == Kind::Integer || flag->kind == Kind::Bytes;
+          return flag->name + (expects ? " expects " : " needs ") + what;
         }
         value = args[++i];
       }

@@ -27,6 +27,9 @@ class Flags {
   // ("a positive number of ranks"). `given` (optional) is set when it appears.
   Flags& integer(const std::string& name, int64_t& out, const std::string& what, int64_t least, int64_t most,
                  bool* given = nullptr);
+  // A positive size in bytes: "24 GiB", "24GiB", "512 MiB", "1.5 TB" or a
+  // plain number of bytes (units as in a spec: B, KiB … TiB, KB … TB).
+  Flags& bytes(const std::string& name, int64_t& out);
 
   // Parses args[1..] (args[0] is the command). Returns "" or the message
   // for the user (without the "dtlc COMMAND: " prefix). -h/--help sets
@@ -34,7 +37,7 @@ class Flags {
   std::string parse(const std::vector<std::string>& args, std::string& spec, bool& help) const;
 
  private:
-  enum class Kind { Toggle, Text, List, Integer };
+  enum class Kind { Toggle, Text, List, Integer, Bytes };
   struct Flag {
     std::string name;
     Kind kind;
@@ -49,5 +52,8 @@ class Flags {
   std::string command_;
   std::vector<Flag> flags_;
 };
+
+// "24 GiB" → 25769803776; -1 when the text is not a positive size.
+int64_t parseSize(const std::string& text);
 
 }  // namespace dtl::cli

@@ -4,6 +4,7 @@
 #include "compiler/plan/plan.h"
 #include "tools/dtlc/compile_spec.h"
 #include "tools/dtlc/flags.h"
+#include "tools/dtlc/memory_check.h"
 
 namespace dtl::cli {
 
@@ -22,18 +23,30 @@ const char* kPlanHelp =
     "  --format text|json|dot\n"
     "                       text (default), JSON (docs/plan.md) or a Graphviz picture\n"
     "  --set KEY=VALUE      override a setting, as for `dtlc check` (repeatable)\n"
-    "  -h, --help           this help\n";
+    "  --device-memory SIZE the memory of one rank's device on the target machine\n"
+    "                       (e.g. '24 GiB'): exit 1 with the breakdown when the plan\n"
+    "                       needs more per rank\n"
+    "  -h, --help           this help\n"
+    "\n"
+    "Rules and settings this build cannot run yet are refused at their source\n"
+    "(docs/plan.md#not-yet).\n"
+    "\n"
+    "exit status: 0 planned, 1 the spec has errors, is not built yet or does not fit,\n"
+    "2 usage error\n";
 
 }  // namespace
 
 int planCommand(const std::vector<std::string>& args, std::string& out, std::string& err) {
   std::string spec, format = "text";
   driver::FrontendOptions opt;
+  opt.refuse_unbuilt = true;
+  int64_t device_memory = 0;
   bool help = false;
   std::string bad = Flags("plan")
                         .integer("--world", opt.world, "a positive number of ranks", 1, 1000000)
                         .text("--format", format, "a value", {"text", "json", "dot"})
                         .list("--set", opt.sets, "KEY=VALUE")
+                        .bytes("--device-memory", device_memory)
                         .parse(args, spec, help);
   if (help) {
     out += kPlanHelp;
@@ -44,7 +57,8 @@ int planCommand(const std::vector<std::string>& args, std::string& out, std::str
     return 2;
   }
   if (spec.empty()) {
-    err += "dtlc plan: no SPEC given\nusage: dtlc plan SPEC [--world N] [--format text|json|dot] [--set KEY=VALUE]…\n";
+    err += "dtlc plan: no SPEC given\nusage: dtlc plan SPEC [--world N] [--format text|json|dot] [--set KEY=VALUE]… "
+           "[--device-memory SIZE]\n";
     return 2;
   }
   driver::Frontend fe;
@@ -55,8 +69,16 @@ int planCommand(const std::vector<std::string>& args, std::string& out, std::str
       return 2;
     }
   }
-  if (int rc = refusals(fe, "plan", err); rc != 0) return rc;
+  if (int rc = layoutRefusals(fe, "plan", err); rc != 0) return rc;
   const sema::Spec& s = fe.spec();
+  if (device_memory > 0) {
+    std::string no = memoryRefusal(plan::memoryPerRank(fe.graph(), s), 1, device_memory, "of --device-memory",
+                                   "lower train.batch or the model's dims, or plan for a device with more memory");
+    if (!no.empty()) {
+      err += "dtlc plan: " + no;
+      return 1;
+    }
+  }
   out += format == "json" ? plan::planJson(fe.graph(), fe.layout(), s)
          : format == "dot" ? plan::planDot(fe.graph(), fe.layout(), s)
                            : plan::planText(fe.graph(), fe.layout(), s);

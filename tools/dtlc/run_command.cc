@@ -23,6 +23,7 @@
 #include "runtime/launch/rendezvous.h"
 #include "tools/dtlc/compile_spec.h"
 #include "tools/dtlc/flags.h"
+#include "tools/dtlc/memory_check.h"
 
 namespace dtl::cli {
 
@@ -57,6 +58,9 @@ const char* const kRunHelp =
     "  --max-restarts N     start every rank again up to N times after a failure\n"
     "                       (one node; ranks resume from the checkpoint folder)\n"
     "  --join-timeout S     seconds a rank waits for the others (default 300)\n"
+    "  --ignore-memory-check\n"
+    "                       start even when the plan's memory per rank × the ranks\n"
+    "                       on this machine exceeds the memory it has available\n"
     "  -h, --help           this help\n"
     "\n"
     "exit status: 0 trained, 1 an error in the spec or during training, 2 usage error\n";
@@ -69,6 +73,7 @@ struct RunFlags {
   std::string master = "127.0.0.1:0", backend = "auto", iface;
   bool as_rank = false;  // internal: started by the launcher
   bool join_timeout_given = false;
+  bool ignore_memory = false;
   std::vector<std::string> sets;
   bool help = false;
 };
@@ -85,6 +90,7 @@ std::string parseRun(const std::vector<std::string>& args, RunFlags& f) {
       .text("--iface", f.iface, "a network interface, e.g. eth0")
       .text("--backend", f.backend, "", {"auto", "shm", "gloo"})
       .toggle("--as-rank", f.as_rank)
+      .toggle("--ignore-memory-check", f.ignore_memory)
       .list("--set", f.sets, "KEY=VALUE")
       .text("--init", f.init, "a safetensors file")
       .text("--resume", f.resume, "a checkpoint folder")
@@ -389,7 +395,13 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
     return 2;
   }
   // --max-restarts needs someone to restart the process: the launcher, even for one rank.
-  if ((f.nproc > 1 || f.nnodes > 1 || f.max_restarts > 0) && !f.as_rank) return launchRanks(args, f, err);
+  if ((f.nproc > 1 || f.nnodes > 1 || f.max_restarts > 0) && !f.as_rank) {
+    driver::Frontend fe;
+    if (int rc = compileForRun(fe, f.spec, f.sets, f.nproc * f.nnodes, err); rc != 0) return rc;
+    if (!f.ignore_memory)
+      if (int rc = checkRunMemory(fe, f.nproc, err); rc != 0) return rc;
+    return launchRanks(args, f, err);
+  }
   rt::launch::RankEnv env;
   bool ranked = f.as_rank || rt::launch::rankEnvPresent([](const char* n) { return std::getenv(n); });
   if (ranked) {
@@ -402,18 +414,11 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
     if (f.join_timeout_given && !f.as_rank) env.join_timeout = std::chrono::seconds(f.join_timeout);
   }
   driver::Frontend fe;
-  driver::FrontendOptions opt;
-  opt.sets = f.sets;
-  opt.world = ranked ? env.world_size : 1;
-  // One rank runs the plain training graph; several run it laid out on the
-  // mesh, with the collectives the layout pass derived.
-  if (int rc = compileSpec(fe, "run", f.spec, opt, opt.world > 1 ? driver::Stop::Plan : driver::Stop::Grad, err); rc != 0)
-    return rc;
-  if (!fe.spec().data.present) {
-    err += "dtlc run: " + f.spec + " has no `data` block; add one, e.g. `data { train { synthetic(seed = 1) } }`\n";
-    return 1;
-  }
-  if (int rc = refusals(fe, "run", err); rc != 0) return rc;
+  const int64_t world = ranked ? env.world_size : 1;
+  if (int rc = compileForRun(fe, f.spec, f.sets, world, err); rc != 0) return rc;
+  // A rank the launcher started was checked there, once for the machine.
+  if (!f.as_rank && !f.ignore_memory)
+    if (int rc = checkRunMemory(fe, ranked ? env.local_world_size : 1, err); rc != 0) return rc;
   rt::TrainConfig config = makeConfig(fe, f);
   // A rank the launcher started again after a failure continues from the
   // latest checkpoint this job wrote (not an older run's), else as it began.
@@ -427,7 +432,7 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
   }
   std::shared_ptr<rt::comm::Store> store;
   std::vector<std::unique_ptr<rt::comm::Communicator>> comms;
-  if (opt.world > 1) {
+  if (world > 1) {
     std::string failure;
     if (!joinRanks(fe, env, f, config, store, comms, failure)) {
       err += "dtlc run: [rank " + std::to_string(env.rank) + "] " + failure + "\n";
@@ -436,7 +441,7 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
   }
   std::string train_err;
   int rc = rt::train(config, train_err, isatty(1) != 0 && env.rank == 0);
-  if (rc != 0) err += "dtlc run: " + (opt.world > 1 ? "[rank " + std::to_string(env.rank) + "] " : std::string()) + train_err;
+  if (rc != 0) err += "dtlc run: " + (world > 1 ? "[rank " + std::to_string(env.rank) + "] " : std::string()) + train_err;
   return rc;
 }
 
