@@ -267,8 +267,9 @@ def main():
     loads = [bc.loadavg()]
     with tempfile.TemporaryDirectory(prefix='dtl_bench_ddp_') as tmp:
         bc.mlp_data(tmp)
+        dropped = []
         for r in range(args.rounds):
-            for job in bc.rotated(jobs, r):
+            for job in bc.rotated([j for j in jobs if j['key'] not in dropped], r):
                 if job['kind'] == 'dtl':
                     s, wall, ls = run_dtl(dtlc, job, args.warmup, args.steps, tmp)
                     res[job['key']].append(1.0 / s)
@@ -281,8 +282,11 @@ def main():
                         '; BLAS threads on the busiest rank: %s' % out.get('blas_threads_max')
                         if job['world'] > 1 else '')
             loads.append(bc.loadavg())
-            print('  round %d: %s   load %s' % (r + 1, '  '.join('%s %.2f' % (k, v[-1]) for k, v in res.items()),
-                                               loads[-1]))
+            print('  round %d: %s   load %s' % (r + 1, '  '.join('%s %.2f' % (k, v[-1]) for k, v in res.items()
+                                                                if len(v) == r + 1), loads[-1]))
+            if r == 0:  # the 1-process and the DDP configurations each against their own fastest
+                dropped = (torch_peer.dropped_after_first_round(res, one_keys, True) +
+                           torch_peer.dropped_after_first_round(res, ddp_keys, True))
 
     best = {k: max(v) for k, v in res.items()}
     med = {k: bc.median(v) for k, v in res.items()}
@@ -309,7 +313,7 @@ def main():
     for k, label in names:
         if k in blas:
             print('  %s: %s' % (label, blas[k]))
-    print('\n'.join(torch_peer.winner_lines(res, labels, ddp_keys, True, '%.2f steps/s')))
+    print('\n'.join(torch_peer.winner_lines(res, labels, ddp_keys, True, '%.2f steps/s', dropped)))
     print('best PyTorch 1 process: %s, %.2f steps/s' % (labels[best_t1], best[best_t1]))
     print('samples/s (best, global): dtl %d ranks %.0f, PyTorch DDP %.0f; dtl 1 rank %.0f, PyTorch 1 process %.0f'
           % (WORLD, best[d2] * GLOBAL_BATCH, best[best_ddp] * GLOBAL_BATCH, best[d1] * GLOBAL_BATCH,

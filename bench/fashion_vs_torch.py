@@ -157,8 +157,9 @@ def main():
     with tempfile.TemporaryDirectory(prefix='dtl_bench_fashion_') as tmp:
         spec = os.path.join(tmp, 'fashion_mnist_mlp.dtl')
         shutil.copyfile(SAMPLE, spec)
+        dropped = []
         for r in range(args.rounds):
-            jobs = dcfgs + cfgs
+            jobs = dcfgs + [c for c in cfgs if c.key not in dropped]
             for job in bc.rotated(jobs, r):
                 if len(job) == 3:
                     metrics = os.path.join(tmp, 'metrics.jsonl')
@@ -180,7 +181,9 @@ def main():
                     acc[key].append(res['evals'][-1]['eval_accuracy'])
             loads.append(bc.loadavg())
             print('  round %d: %s   load %s' % (r + 1, '  '.join('%s %.1f s (acc %.4f)' % (k, wall[k][-1], acc[k][-1])
-                                                                for k, _ in names), loads[-1]))
+                                                                for k, _ in names if len(wall[k]) == r + 1), loads[-1]))
+            if r == 0:
+                dropped = torch_peer.dropped_after_first_round(wall, [c.key for c in cfgs], False)
 
     best = {k: min(v) for k, v in wall.items()}
     med = {k: bc.median(v) for k, v in wall.items()}
@@ -193,7 +196,7 @@ def main():
     for k, label in names:
         print('%-64s %9.1f %9.1f   %-22s %s' % (label, best[k], med[k], bc.fmt_list(wall[k], '%.1f'),
                                                 bc.fmt_list(acc[k], '%.4f')))
-    print('\n'.join(torch_peer.winner_lines(wall, dict(names), tk, False, '%.1f s')))
+    print('\n'.join(torch_peer.winner_lines(wall, dict(names), tk, False, '%.1f s', dropped)))
     if 'dtl_passive' in wall:
         print('diagnostic: dtl with OMP_WAIT_POLICY=passive %.1f s (best) = %.2fx faster than dtl as run, %.2fx '
               'PyTorch' % (best['dtl_passive'], best['dtl'] / best['dtl_passive'], best[best_tk] / best['dtl_passive']))

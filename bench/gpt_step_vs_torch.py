@@ -178,8 +178,9 @@ def main():
     blas = {}
     loads = [bc.loadavg()]
     with tempfile.TemporaryDirectory(prefix='dtl_bench_gpt_') as tmp:
+        dropped = []
         for r in range(args.rounds):
-            jobs = dcfgs + cfgs
+            jobs = dcfgs + [c for c in cfgs if c.key not in dropped]
             for job in bc.rotated(jobs, r):
                 if len(job) == 3:
                     metrics = os.path.join(tmp, 'gpt_metrics.jsonl')
@@ -204,7 +205,9 @@ def main():
                     blas[key] = '%s; %d parameters' % (torch_peer.probe_line(o, o['threads']), o['params'])
             loads.append(bc.loadavg())
             print('  round %d: %s   load %s' % (r + 1, '  '.join('%s %.0f ms' % (k, 1000 * v[-1])
-                                                                for k, v in res.items()), loads[-1]))
+                                                                for k, v in res.items() if len(v) == r + 1), loads[-1]))
+            if r == 0:
+                dropped = torch_peer.dropped_after_first_round(res, [c.key for c in cfgs], False)
 
     best = {k: min(v) for k, v in res.items()}
     med = {k: bc.median(v) for k, v in res.items()}
@@ -221,7 +224,7 @@ def main():
     for k in tk:
         print('  %s: %s' % (dict(names)[k], blas.get(k, '?')))
     print('\n'.join(torch_peer.winner_lines({k: [1000 * x for x in v] for k, v in res.items()}, dict(names), tk,
-                                             False, '%.0f ms')))
+                                             False, '%.0f ms', dropped)))
     if 'dtl_passive' in res:
         print('diagnostic: dtl with OMP_WAIT_POLICY=passive %.0f ms/step (best) = %.2fx faster than dtl as run, '
               '%.2fx PyTorch' % (1000 * best['dtl_passive'], best['dtl'] / best['dtl_passive'],

@@ -114,8 +114,9 @@ def main():
     loads = [bc.loadavg()]
     with tempfile.TemporaryDirectory(prefix='dtl_bench_mlp_') as tmp:
         bc.mlp_data(tmp)
+        dropped = []
         for r in range(args.rounds):
-            jobs = dcfgs + cfgs
+            jobs = dcfgs + [c for c in cfgs if c.key not in dropped]
             for job in bc.rotated(jobs, r):
                 if len(job) == 3:
                     s, wall = run_dtl(dtlc, args.warmup, args.steps, tmp, env=job[2])
@@ -127,8 +128,10 @@ def main():
                     res[job[0]].append(1.0 / out['step_s'])
                     blas[job.key] = torch_peer.probe_line(out, out['threads'])
             loads.append(bc.loadavg())
-            print('  round %d: %s   load %s' % (r + 1, '  '.join('%s %.2f' % (k, v[-1]) for k, v in res.items()),
-                                               loads[-1]))
+            print('  round %d: %s   load %s' % (r + 1, '  '.join('%s %.2f' % (k, v[-1]) for k, v in res.items()
+                                                                if len(v) == r + 1), loads[-1]))
+            if r == 0:
+                dropped = torch_peer.dropped_after_first_round(res, [c.key for c in cfgs], True)
 
     best = {k: max(v) for k, v in res.items()}
     med = {k: bc.median(v) for k, v in res.items()}
@@ -144,7 +147,7 @@ def main():
         print('%-64s %8.2f %8.2f   %s' % (label, best[k], med[k], bc.fmt_list(res[k])))
     for k in tk:
         print('  %s: %s' % (dict(names)[k], blas.get(k, '?')))
-    print('\n'.join(torch_peer.winner_lines(res, dict(names), tk, True, '%.2f steps/s')))
+    print('\n'.join(torch_peer.winner_lines(res, dict(names), tk, True, '%.2f steps/s', dropped)))
     if 'dtl_passive' in res:
         print('diagnostic: dtl with OMP_WAIT_POLICY=passive %.2f steps/s (best) = %.2fx dtl as run, %.2fx best PyTorch'
               % (best['dtl_passive'], best['dtl_passive'] / best['dtl'], best['dtl_passive'] / best[best_tk]))

@@ -61,5 +61,21 @@ class Pick(unittest.TestCase):
         self.assertEqual(lines[2], '  rounds won: A 1, B 2 (of 3)')
 
 
+class Calibration(unittest.TestCase):
+    def test_drops_only_configurations_far_behind_in_the_first_round(self):
+        res = {'a': [30.0, 10.0], 'b': [11.0], 'c': [9.0], 'dtl': [1.0]}
+        self.assertEqual(torch_peer.dropped_after_first_round(res, ['a', 'b', 'c'], True), ['c'])
+        secs = {'a': [25.4], 'b': [46.1], 'c': [192.0]}  # fashion, round 1, on a busy machine
+        self.assertEqual(torch_peer.dropped_after_first_round(secs, ['a', 'b', 'c'], False), ['c'])
+
+    def test_winner_lines_count_rounds_of_the_configurations_kept(self):
+        res = {'a': [30.0, 31.0, 29.0], 'b': [28.0, 33.0, 31.0], 'c': [5.0]}
+        lines = torch_peer.winner_lines(res, {'a': 'A', 'b': 'B', 'c': 'C'}, ['a', 'b', 'c'], True, '%.0f', ['c'])
+        self.assertEqual(lines[0], 'best PyTorch configuration: B, 33 (best round), 31 (median)')
+        self.assertEqual(lines[1], '  rounds won: A 1, B 2 (of 3)')
+        self.assertIn('first round only', lines[-1])
+        self.assertTrue(lines[-1].endswith(': C'))
+
+
 if __name__ == '__main__':
     unittest.main()

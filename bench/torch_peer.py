@@ -166,17 +166,40 @@ def pick(res, keys, higher_is_better):
     return sel(keys, key=lambda k: sel(res[k])), sel(keys, key=lambda k: statistics.median(res[k]))
 
 
-def winner_lines(res, labels, keys, higher_is_better, fmt):
+# A configuration this many times slower than the fastest in the first round
+# is not run again: the first round is its calibration. On a quiet machine
+# the grid's configurations lie within ~1.3x of each other; on a busy one an
+# oversubscribed configuration (torch's OpenMP threads spinning beside other
+# work) can be 5-10x slower and take minutes a run, without a chance to win.
+DROP_FACTOR = 3.0
+
+
+def dropped_after_first_round(res, keys, higher_is_better, factor=DROP_FACTOR):
+    """The keys (among keys, each with a first round in res) to run no more."""
+    first = {k: res[k][0] for k in keys}
+    if higher_is_better:
+        top = max(first.values())
+        return [k for k in keys if first[k] * factor < top]
+    top = min(first.values())
+    return [k for k in keys if first[k] > factor * top]
+
+
+def winner_lines(res, labels, keys, higher_is_better, fmt, dropped=()):
     """The report's lines on the peer's grid: which configuration won (best
-    round and median), with its figure, and how many rounds each won."""
+    round and median), with its figure, how many rounds each won (among the
+    configurations run in every round), and which were dropped."""
     import statistics
     sel = max if higher_is_better else min
     best_k, med_k = pick(res, keys, higher_is_better)
-    rounds = min(len(res[k]) for k in keys)
-    wins = collections.Counter(sel(keys, key=lambda k: res[k][r]) for r in range(rounds))
+    kept = [k for k in keys if k not in dropped]
+    rounds = min(len(res[k]) for k in kept)
+    wins = collections.Counter(sel(kept, key=lambda k: res[k][r]) for r in range(rounds))
     lines = ['best PyTorch configuration: %s, %s (best round), %s (median)' % (
         labels[best_k], fmt % sel(res[best_k]), fmt % statistics.median(res[best_k]))]
     if med_k != best_k:
         lines.append('  by median: %s, %s' % (labels[med_k], fmt % statistics.median(res[med_k])))
-    lines.append('  rounds won: ' + ', '.join('%s %d' % (labels[k], wins[k]) for k in keys) + ' (of %d)' % rounds)
+    lines.append('  rounds won: ' + ', '.join('%s %d' % (labels[k], wins[k]) for k in kept) + ' (of %d)' % rounds)
+    if dropped:
+        lines.append('  run in the first round only (over %.0fx slower than the fastest there): %s'
+                     % (DROP_FACTOR, ', '.join(labels[k] for k in dropped)))
     return lines
