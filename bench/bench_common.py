@@ -194,24 +194,6 @@ def op_counts(grad_text):
     return counts
 
 
-# ---------------------------------------------------------------------------
-# The PyTorch peer's configurations.
-#
-# Debian's PyTorch 1.13 calls whatever libblas.so.3 the system's alternatives
-# point at (BLAS_INFO=generic). With only libblas3 installed that is the
-# netlib reference BLAS (~3 GFLOP/s), far below the peer of
-# shared/design/measured.md, which ran on OpenBLAS. So besides the system's
-# BLAS the PyTorch side also runs on an OpenBLAS directory when one is found
-# (--openblas DIR, $DTL_BENCH_OPENBLAS, or where libopenblas0-pthread
-# installs), by putting DIR first on LD_LIBRARY_PATH of the PyTorch process
-# only: DIR must hold a libblas.so.3 (libopenblas0-pthread's
-# .../openblas-pthread/ does). Without installing anything:
-#   apt-get download libopenblas0-pthread && dpkg -x libopenblas0-pthread_*.deb ob
-#   --openblas ob/usr/lib/x86_64-linux-gnu/openblas-pthread
-
-OPENBLAS_DEFAULT = '/usr/lib/x86_64-linux-gnu/openblas-pthread'
-
-
 MLP_SPEC = os.path.join(HERE, 'specs', 'mlp_bench.dtl')
 
 
@@ -256,6 +238,9 @@ def mlp_batches(tmp, batch, rank=0, world=1):
 def add_peer_args(ap):
     """The options every dtl-vs-PyTorch benchmark shares (after its own)."""
     ap.add_argument('--openblas', default=None, help='a folder with an OpenBLAS libblas.so.3 for PyTorch')
+    ap.add_argument('--threads', default='1,2',
+                    help='PyTorch thread counts (per process), comma-separated; each runs with OpenBLAS pinned '
+                         'to it and on every core, and the fastest is the peer (torch_peer.thread_grid)')
     ap.add_argument('--system-blas', action='store_true',
                     help='also run PyTorch on the system BLAS when an OpenBLAS folder is found')
     ap.add_argument('--dtl-passive', action='store_true',
@@ -300,34 +285,6 @@ def mlp_torch_step(data_dir, batch, rank=0, world=1, ddp=False):
     return step
 
 
-def openblas_dir(arg=None):
-    for d in (arg, os.environ.get('DTL_BENCH_OPENBLAS'), OPENBLAS_DEFAULT):
-        if d and os.path.exists(os.path.join(d, 'libblas.so.3')):
-            return os.path.abspath(d)
-    if arg:
-        sys.exit('--openblas %s: no libblas.so.3 there' % arg)
-    return None
-
-
-def torch_configs(openblas, threads=(1, 2), system_blas=False):
-    """[(key, label, threads, env)] of the PyTorch runs to make: on OpenBLAS
-    when a folder was found, on the system's BLAS when asked or when there is
-    no OpenBLAS."""
-    out = []
-    blases = ([('sys', 'system BLAS', None)] if system_blas or not openblas else []) + \
-        ([('ob', 'OpenBLAS', openblas)] if openblas else [])
-    for bk, bl, d in blases:
-        for t in threads:
-            env = dict(os.environ)
-            # torch.set_num_threads does not reach a pthreads OpenBLAS: left
-            # alone it starts a BLAS thread per core in every process.
-            env['OPENBLAS_NUM_THREADS'] = env['OMP_NUM_THREADS'] = str(t)
-            if d:
-                env['LD_LIBRARY_PATH'] = d + (':' + env['LD_LIBRARY_PATH'] if env.get('LD_LIBRARY_PATH') else '')
-            out.append(('torch_%s_%d' % (bk, t), 'PyTorch %s, %d thread%s' % (bl, t, '' if t == 1 else 's'), t, env))
-    return out
-
-
 def dtl_configs(passive):
     """[(key, label, env)] of the dtl runs: dtl as a user runs it, and with
     --dtl-passive also with OMP_WAIT_POLICY=passive (a diagnostic of the
@@ -338,47 +295,6 @@ def dtl_configs(passive):
         env['OMP_WAIT_POLICY'] = 'passive'
         out.append(('dtl_passive', 'dtl, OMP_WAIT_POLICY=passive (diag.)', env))
     return out
-
-
-def describe_peer(openblas, system_blas):
-    """Lines saying which BLAS PyTorch gets, with the system BLAS's SGEMM
-    rate (a quick probe in a separate process)."""
-    code = ('import sys; sys.path.insert(0, %r); import bench_common as bc, torch; torch.set_num_threads(1); '
-            'print("%%s %%.1f" %% bc.torch_blas_info())' % HERE)
-    try:
-        out = subprocess.run(['/usr/bin/python3', '-c', code], capture_output=True, text=True,
-                             timeout=120).stdout.split()
-        lib, gf = out[0], float(out[1])
-    except Exception:  # pragma: no cover
-        lib, gf = '?', 0.0
-    lines = ['PyTorch: system BLAS %s: 1024^3 SGEMM %.1f GFLOP/s (1 thread)%s' % (
-        lib, gf, '' if system_blas or not openblas else '; not run (--system-blas runs it)')]
-    if openblas:
-        lines.append('PyTorch: OpenBLAS from %s (LD_LIBRARY_PATH of the PyTorch processes only)' % openblas)
-    elif gf < 10:
-        lines.append('WARNING: no OpenBLAS found and the system BLAS is slow: PyTorch here is far weaker than the '
-                     'peer of measured.md, so the ratios flatter dtl (see bench/README.md, "The PyTorch peer")')
-    return lines
-
-
-def torch_blas_info(threads=1):
-    """(library path, GFLOP/s of one 1024^3 SGEMM) in this PyTorch process."""
-    import time as _t
-    import torch
-    lib = '?'
-    with open('/proc/self/maps') as f:
-        for line in f:
-            name = line.split()[-1]
-            if 'blas' in os.path.basename(name) and name.endswith(tuple('0123456789o')):
-                lib = name
-                break
-    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
-    best_s = 1e9
-    for _ in range(3):
-        t0 = _t.perf_counter()
-        a @ b
-        best_s = min(best_s, _t.perf_counter() - t0)
-    return lib, 2 * 1024 ** 3 / best_s / 1e9
 
 
 def cpu_peak_gflops():
@@ -399,6 +315,55 @@ def cpu_peak_gflops():
     peak = 2 * lanes * 2 * mhz / 1000
     isa = 'AVX-512' if lanes == 16 else 'AVX2+FMA' if lanes == 8 else 'SSE'
     return peak, '%s, %s, %.0f MHz listed: ~%.0f GFLOP/s per core at that clock (turbo may exceed it)' % (model, isa, mhz, peak)
+
+
+def torch_threads(arg):
+    """The --threads option as a tuple of ints."""
+    return tuple(int(t) for t in arg.split(','))
+
+
+def cpu_line():
+    """The processor for the report: model, vector ISA, cores."""
+    _, cpu = cpu_peak_gflops()
+    return 'cpu: %s; %d cores online' % (cpu, os.cpu_count())
+
+
+def memcpy_gbs(mib=128, reps=5):
+    """One core's memory bandwidth: bytes copied per second by a memcpy of mib
+    MiB (numpy copyto), best of reps; the limit of elementwise kernels."""
+    import numpy as np
+    a = np.ones(mib << 18, dtype=np.float32)
+    b = np.empty_like(a)
+    np.copyto(b, a)
+    t = 1e9
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        np.copyto(b, a)
+        t = min(t, time.perf_counter() - t0)
+    return a.nbytes / t / 1e9
+
+
+def machine_limits(dtlc, openblas=None):
+    """The limits a figure is read against: the 1024^3 SGEMM rate on every
+    core of bench's gemm_bench (dtl's kernel, and OpenBLAS's when a folder
+    was given; built next to dtlc), and one core's memcpy bandwidth. Returns
+    (dict, line for the report)."""
+    lim = {'cores': os.cpu_count(), 'memcpy_gbs': memcpy_gbs()}
+    exe = os.path.join(os.path.dirname(dtlc), 'gemm_bench')
+    if os.access(exe, os.X_OK):
+        cmd = [exe, '--threads=%d' % os.cpu_count(), '--reps=3']
+        if openblas:
+            cmd.append('--openblas=' + os.path.join(openblas, 'libopenblas.so.0'))
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
+        m = re.search(r'^1024\^3\s+([\d.]+)\s+\d+%(?:\s+([\d.]+))?', out, re.M)
+        if m:
+            lim['gemm_dtl_gflops'] = float(m.group(1))
+            lim['gemm_openblas_gflops'] = float(m.group(2)) if m.group(2) else None
+    gemm = ('1024^3 SGEMM on %d cores (gemm_bench): dtl %.0f GFLOP/s%s' % (
+        lim['cores'], lim['gemm_dtl_gflops'], ', OpenBLAS %.0f' % lim['gemm_openblas_gflops']
+        if lim.get('gemm_openblas_gflops') else '') if 'gemm_dtl_gflops' in lim
+        else 'GEMM rate: no gemm_bench next to dtlc (build the gemm_bench target)')
+    return lim, 'machine limits: %s; memcpy %.1f GB/s on one core' % (gemm, lim['memcpy_gbs'])
 
 
 def write_result(path, result):

@@ -17,18 +17,19 @@ Each round runs, as separate processes and in a rotating order:
   - dtl, 1 rank:  `dtlc run SPEC --steps W+S --metrics FILE` (batch 256);
   - dtl, 2 ranks: `dtlc run SPEC --nproc 2 --set train.batch=128 --steps W+S
     --metrics FILE` (only rank 0 writes metrics);
-  - PyTorch, 1 process, 1 thread (batch 256);
-  - PyTorch DDP, 2 processes, gloo, 1 thread each (128 per rank). The ranks
-    are two processes of this script (`--torch-worker 2`) started by hand with
-    RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT: Debian's
+  - PyTorch, 1 process (batch 256), and
+  - PyTorch DDP, 2 processes, gloo (128 per rank),
+    each in every configuration of the peer's grid, per process
+    (torch_peer.thread_grid: torch threads 1 and 2, each with OpenBLAS pinned
+    to them and on every core; Debian's PyTorch does not pass its thread count
+    on to a pthreads OpenBLAS, so each rank's BLAS threads are set with
+    OPENBLAS_NUM_THREADS). The peer is the fastest DDP configuration. The DDP
+    ranks are two processes of this script (`--torch-worker 2`) started by hand
+    with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT: Debian's
     `torch.distributed.run` fails under Python 3.11 (shared/design/measured.md).
 PyTorch runs on OpenBLAS when a folder with one is found, else (or also, with
---system-blas) on the system's BLAS (bench_common.py). Every PyTorch process
-gets torch.set_num_threads(1) *and* OPENBLAS_NUM_THREADS=1: Debian's PyTorch
-does not pass its thread count on to a pthreads OpenBLAS, which would
-otherwise start a second BLAS thread per process (two DDP processes would then
-run four BLAS threads on two cores). The report prints the BLAS threads each
-PyTorch process actually had.
+--system-blas) on the system's BLAS (torch_peer.py). The report prints the
+torch and BLAS threads each PyTorch process actually had.
 
 Timing, `--steps` S steps after `--warmup` W warm-up steps on both sides:
   - dtl: from rank 0's metrics, t(n) = n * 256 / samples_per_s(n)
@@ -38,9 +39,10 @@ Timing, `--steps` S steps after `--warmup` W warm-up steps on both sides:
   - PyTorch: on rank 0, perf_counter around S steps after W steps, with a
     dist.barrier() before and after the timed steps (DDP).
 Reports steps/s per round, the best and the median of each configuration, the
-ratio dtl 2 ranks / PyTorch DDP 2 processes (goal >= 2x, at least 1.5x), the
-scaling of each side (steps/s with 2 ranks / steps/s with 1, the same global
-batch; ideal 2.0 from a one-core base, also as a percentage of that), and, as
+ratio dtl 2 ranks / best PyTorch DDP configuration (goal >= 2x, at least
+1.5x), the scaling of each side (steps/s with 2 ranks / steps/s with 1, the
+same global batch; ideal 2.0 from a one-core base, also as a percentage of
+that; PyTorch's base is its 1-process run on 1 torch and 1 BLAS thread), and, as
 a sanity line (not a test), how far dtl's 2-rank losses are from its 1-rank
 losses over the timed steps (same global batches; expected within 1e-5
 relative).
@@ -64,6 +66,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_common as bc  # noqa: E402
+import torch_peer  # noqa: E402
 
 SPEC = os.path.join(bc.HERE, 'specs', 'mlp_bench.dtl')
 GLOBAL_BATCH, WORLD, FEATURES, H1, H2, CLASSES = 256, 2, 784, 1024, 1024, 10
@@ -84,17 +87,17 @@ def openblas_threads():
     return None
 
 
-def torch_worker(world, warmup, steps, data_dir):
+def torch_worker(world, threads, warmup, steps, data_dir):
     """One PyTorch process: world 1 a plain model on the whole batch; world > 1
     one DDP rank (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the
     environment) on its share of the global batch. Rank 0 prints a JSON line."""
     import torch
     import torch.distributed as dist
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     rank = int(os.environ.get('RANK', '0')) if world > 1 else 0
     # The SGEMM probe only on rank 0, before the ranks meet: two probes at
     # once would measure each other.
-    lib, mm = bc.torch_blas_info() if rank == 0 else ('?', 0.0)
+    probe = torch_peer.blas_probe() if rank == 0 else {}
     if world > 1:
         dist.init_process_group('gloo', rank=rank, world_size=world)
     step = bc.mlp_torch_step(data_dir, GLOBAL_BATCH // world, rank, world, ddp=world > 1)
@@ -109,8 +112,8 @@ def torch_worker(world, warmup, steps, data_dir):
     if world > 1:
         dist.barrier()
     dt = time.perf_counter() - t0
-    out = {'world': world, 'rank': rank, 'threads': torch.get_num_threads(), 'blas_threads': openblas_threads(),
-           'step_s': dt / steps, 'blas': lib, 'mm_gflops': mm}
+    out = dict(probe, world=world, rank=rank, threads=torch.get_num_threads(), blas_threads=openblas_threads(),
+               step_s=dt / steps)
     if world > 1:
         bt = torch.tensor([float(-1 if out['blas_threads'] is None else out['blas_threads'])])
         dist.all_reduce(bt, op=dist.ReduceOp.MAX)  # the most BLAS threads of any rank
@@ -138,7 +141,7 @@ def run_torch(job, warmup, steps, tmp):
     once); returns rank 0's JSON line."""
     world = job['world']
     cmd = ['/usr/bin/python3', os.path.abspath(__file__), '--torch-worker', str(world),
-           '--warmup', str(warmup), '--steps', str(steps), '--data', tmp]
+           '--torch-threads', str(job['threads']), '--warmup', str(warmup), '--steps', str(steps), '--data', tmp]
     if world == 1:
         _, r = bc.run(cmd, env=job['env'])
         return json.loads(r.stdout.strip().splitlines()[-1])
@@ -214,14 +217,15 @@ def main():
                          'its scaling, not in the ratio)')
     bc.add_peer_args(ap)
     ap.add_argument('--data', default=None, help=argparse.SUPPRESS)
+    ap.add_argument('--torch-threads', type=int, default=1, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_worker is not None:
-        return torch_worker(args.torch_worker, args.warmup, args.steps, args.data)
+        return torch_worker(args.torch_worker, args.torch_threads, args.warmup, args.steps, args.data)
 
     dtlc = bc.dtlc_path(args.dtlc)
-    ob = bc.openblas_dir(args.openblas)
-    peer = bc.describe_peer(ob, args.system_blas)
-    _, cpu = bc.cpu_peak_gflops()
+    ob = torch_peer.openblas_dir(args.openblas)
+    peer = torch_peer.describe(ob, args.system_blas)
+    limits, limits_line = bc.machine_limits(dtlc, ob)
 
     # The configurations: dicts with key, label, kind ('dtl' or 'torch'),
     # nproc / world, env.
@@ -237,25 +241,23 @@ def main():
             sys.exit('--dtl-one-core needs taskset (util-linux)')
         jobs.append({'key': 'dtl_1core', 'kind': 'dtl', 'nproc': 1, 'env': None, 'prefix': ['taskset', '-c', '0'],
                      'label': 'dtl, 1 rank on 1 core (taskset; diag.)'})
-    blas_keys = []
-    for key, label, _, env in bc.torch_configs(ob, threads=(1,), system_blas=args.system_blas):
-        env = dict(env)
-        env['OPENBLAS_NUM_THREADS'] = '1'
-        env['OMP_NUM_THREADS'] = '1'
-        bk = key.split('_')[1]  # 'ob' or 'sys'
-        blas_keys.append(bk)
-        bl = label.replace('PyTorch ', '').rsplit(',', 1)[0]
-        jobs.append({'key': 'torch_%s_1' % bk, 'kind': 'torch', 'world': 1, 'env': env,
-                     'label': 'PyTorch %s, 1 process, 1 thread' % bl})
-        jobs.append({'key': 'ddp_%s_%d' % (bk, WORLD), 'kind': 'torch', 'world': WORLD, 'env': env,
-                     'label': 'PyTorch DDP %s, %d procs gloo, 1 thr each' % (bl, WORLD)})
+    one_keys, ddp_keys = [], []
+    for c in torch_peer.configs(ob, bc.torch_threads(args.threads), system_blas=args.system_blas):
+        blas, threads = c.label.replace('PyTorch ', '').split(', ', 1)
+        one_keys.append(c.key)
+        jobs.append({'key': c.key, 'kind': 'torch', 'world': 1, 'env': c.env, 'threads': c.threads,
+                     'label': 'PyTorch %s, 1 process, %s' % (blas, threads)})
+        ddp_keys.append(c.key.replace('torch_', 'ddp_', 1))
+        jobs.append({'key': ddp_keys[-1], 'kind': 'torch', 'world': WORLD, 'env': c.env, 'threads': c.threads,
+                     'label': 'PyTorch DDP %s, %d procs gloo, each %s' % (blas, WORLD, threads)})
     names = [(j['key'], j['label']) for j in jobs]
     labels = dict(names)
 
     print('ddp_vs_torch: MLP 784-1024-1024-10, global batch %d (%d per rank on %d ranks), SGD momentum, f32; '
           '%d timed steps after %d warm-up, %d rounds' % (GLOBAL_BATCH, GLOBAL_BATCH // WORLD, WORLD, args.steps,
                                                           args.warmup, args.rounds))
-    print('cpu: %s; %d cores online' % (cpu, os.cpu_count()))
+    print(bc.cpu_line())
+    print(limits_line)
     print('\n'.join(peer))
     print('load before: %s   (busy: %s)' % (bc.loadavg(), bc.busy_processes() or '-'))
     res = {k: [] for k, _ in names}
@@ -265,8 +267,9 @@ def main():
     loads = [bc.loadavg()]
     with tempfile.TemporaryDirectory(prefix='dtl_bench_ddp_') as tmp:
         bc.mlp_data(tmp)
+        dropped = []
         for r in range(args.rounds):
-            for job in bc.rotated(jobs, r):
+            for job in bc.rotated([j for j in jobs if j['key'] not in dropped], r):
                 if job['kind'] == 'dtl':
                     s, wall, ls = run_dtl(dtlc, job, args.warmup, args.steps, tmp)
                     res[job['key']].append(1.0 / s)
@@ -275,48 +278,54 @@ def main():
                 else:
                     out = run_torch(job, args.warmup, args.steps, tmp)
                     res[job['key']].append(1.0 / out['step_s'])
-                    bt = out['blas_threads_max'] if 'blas_threads_max' in out else out.get('blas_threads')
-                    blas[job['key']] = '%s (1024^3 SGEMM %.0f GFLOP/s on 1 thread; torch threads %d, BLAS threads %s%s)' % (
-                        out['blas'], out['mm_gflops'], out['threads'], '?' if bt is None else bt,
-                        ' per rank' if job['world'] > 1 else '')
+                    blas[job['key']] = torch_peer.probe_line(out, out['threads']) + (
+                        '; BLAS threads on the busiest rank: %s' % out.get('blas_threads_max')
+                        if job['world'] > 1 else '')
             loads.append(bc.loadavg())
-            print('  round %d: %s   load %s' % (r + 1, '  '.join('%s %.2f' % (k, v[-1]) for k, v in res.items()),
-                                               loads[-1]))
+            print('  round %d: %s   load %s' % (r + 1, '  '.join('%s %.2f' % (k, v[-1]) for k, v in res.items()
+                                                                if len(v) == r + 1), loads[-1]))
+            if r == 0:  # the 1-process and the DDP configurations each against their own fastest
+                dropped = (torch_peer.dropped_after_first_round(res, one_keys, True) +
+                           torch_peer.dropped_after_first_round(res, ddp_keys, True))
 
     best = {k: max(v) for k, v in res.items()}
     med = {k: bc.median(v) for k, v in res.items()}
-    ddp_keys = ['ddp_%s_%d' % (bk, WORLD) for bk in blas_keys]
-    best_ddp = max(ddp_keys, key=lambda k: best[k])
-    med_ddp = max(ddp_keys, key=lambda k: med[k])
-    bk = best_ddp.split('_')[1]
-    t1 = 'torch_%s_1' % bk
+    best_ddp, med_ddp = torch_peer.pick(res, ddp_keys, True)
+    best_t1, med_t1 = torch_peer.pick(res, one_keys, True)
+    # PyTorch's scaling base: 1 process on one core (torch and BLAS 1 thread),
+    # the same BLAS as its best DDP run; the best 1-process run if not run.
+    base = best_ddp.replace('ddp_', 'torch_', 1).rsplit('_', 1)[0] + '_1x1'
+    t1 = base if base in res else best_t1
     d1, d2 = 'dtl_1', 'dtl_%d' % WORLD
     ratio_best = best[d2] / best[best_ddp]
     ratio_med = med[d2] / med[med_ddp]
     scaling = {
         'dtl': {'best': best[d2] / best[d1], 'median': med[d2] / med[d1]},
-        'torch': {'best': best[best_ddp] / best[t1], 'median': med[best_ddp] / med[t1]},
+        'torch': {'best': best[best_ddp] / best[t1], 'median': med[med_ddp] / med[t1]},
     }
     if 'dtl_1core' in res:
         scaling['dtl_vs_1core'] = {'best': best[d2] / best['dtl_1core'], 'median': med[d2] / med['dtl_1core']}
 
     print()
-    print('%-46s %8s %8s   %s' % ('steps/s (rank 0)', 'best', 'median', 'all rounds'))
+    print('%-72s %8s %8s   %s' % ('steps/s (rank 0)', 'best', 'median', 'all rounds'))
     for k, label in names:
-        print('%-46s %8.2f %8.2f   %s' % (label, best[k], med[k], bc.fmt_list(res[k])))
+        print('%-72s %8.2f %8.2f   %s' % (label, best[k], med[k], bc.fmt_list(res[k])))
     for k, label in names:
         if k in blas:
             print('  %s: %s' % (label, blas[k]))
+    print('\n'.join(torch_peer.winner_lines(res, labels, ddp_keys, True, '%.2f steps/s', dropped)))
+    print('best PyTorch 1 process: %s, %.2f steps/s' % (labels[best_t1], best[best_t1]))
     print('samples/s (best, global): dtl %d ranks %.0f, PyTorch DDP %.0f; dtl 1 rank %.0f, PyTorch 1 process %.0f'
           % (WORLD, best[d2] * GLOBAL_BATCH, best[best_ddp] * GLOBAL_BATCH, best[d1] * GLOBAL_BATCH,
-             best[t1] * GLOBAL_BATCH))
-    print('ratio dtl %d ranks / PyTorch DDP %d processes: %.2fx (best of each), %.2fx (median of each)   '
+             best[best_t1] * GLOBAL_BATCH))
+    print('ratio dtl %d ranks / best PyTorch DDP %d processes: %.2fx (best of each), %.2fx (median of each)   '
           'goal >= 2x, at least 1.5x' % (WORLD, WORLD, ratio_best, ratio_med))
-    print('  (for reference: dtl 1 rank / PyTorch 1 process: %.2fx best, %.2fx median)'
-          % (best[d1] / best[t1], med[d1] / med[t1]))
+    print('  (for reference: dtl 1 rank / best PyTorch 1 process: %.2fx best, %.2fx median)'
+          % (best[d1] / best[best_t1], med[d1] / med[med_t1]))
+    print(limits_line)
     print('scaling, steps/s %d ranks / 1 rank at the same global batch (ideal %.1f from a one-core base):'
           % (WORLD, float(WORLD)))
-    for side, what in (('dtl', 'dtl (1 rank uses both cores)'), ('torch', 'PyTorch (1 process, 1 thread)'),
+    for side, what in (('dtl', 'dtl (1 rank uses both cores)'), ('torch', 'PyTorch (base: %s)' % labels[t1]),
                        ('dtl_vs_1core', 'dtl vs its 1-rank run on 1 core (diag.)')):
         if side in scaling:
             sc = scaling[side]
@@ -339,6 +348,8 @@ def main():
     bc.write_result(args.json, {
         'name': 'ddp_vs_torch', 'unit': 'steps/s', 'higher_is_better': True,
         'dtl': best[d2], 'torch': best[best_ddp], 'torch_config': labels[best_ddp],
+        'torch_config_median': labels[med_ddp], 'torch_1proc_config': labels[best_t1], 'limits': limits,
+        'cpu': bc.cpu_line(),
         'ratio': ratio_best, 'ratio_median': ratio_med, 'goal': '>= 2x (at least 1.5x)',
         'scaling': scaling, 'loss_max_rel_diff': worst, 'loss_rel_diffs': agree,
         'rounds': res, 'labels': labels, 'blas': blas, 'loads': loads, 'peer': peer, 'warnings': bc.WARNINGS})

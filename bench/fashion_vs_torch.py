@@ -23,9 +23,10 @@ dropped; after every epoch the test set is evaluated as dtl does (batches of
 optimiser state) is saved with torch.save — the same work as the spec's
 `eval every 1 epoch` and `checkpoint ... every 1 epoch`.
 
-PyTorch runs with each thread count of --threads, on OpenBLAS when a folder
-with one is found, else (or also, with --system-blas) on the system's BLAS
-(see bench_common.py).
+PyTorch runs in each configuration of its grid (torch_peer.thread_grid: each
+thread count of --threads with OpenBLAS pinned to it and on every core), on
+OpenBLAS when a folder with one is found, else (or also, with --system-blas)
+on the system's BLAS (see torch_peer.py); the peer is the fastest.
 
 Both are timed as whole processes (wall clock, start-up and data loading
 included), interleaved round by round. Reports the best and median wall time
@@ -44,6 +45,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_common as bc  # noqa: E402
+import torch_peer  # noqa: E402
 
 SAMPLE = os.path.join(bc.ROOT, 'samples', 'fashion_mnist_mlp.dtl')
 DATA = '/usr/share/datasets/fashion-mnist'
@@ -130,7 +132,6 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--rounds', type=int, default=2)
     ap.add_argument('--epochs', type=int, default=4)
-    ap.add_argument('--threads', default='1,2', help='PyTorch thread counts to run, comma-separated')
     bc.add_peer_args(ap)
     ap.add_argument('--workdir', default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -138,12 +139,14 @@ def main():
         return torch_worker(args.torch_worker, args.epochs, args.workdir)
 
     dtlc = bc.dtlc_path(args.dtlc)
-    threads = tuple(int(t) for t in args.threads.split(','))
-    ob = bc.openblas_dir(args.openblas)
-    cfgs = bc.torch_configs(ob, threads=threads, system_blas=args.system_blas)
-    peer = bc.describe_peer(ob, args.system_blas)
+    ob = torch_peer.openblas_dir(args.openblas)
+    cfgs = torch_peer.configs(ob, bc.torch_threads(args.threads), system_blas=args.system_blas)
+    peer = torch_peer.describe(ob, args.system_blas)
+    limits, limits_line = bc.machine_limits(dtlc, ob)
     print('fashion_vs_torch: samples/fashion_mnist_mlp.dtl for %d epochs (%d steps of batch %d), %d rounds'
           % (args.epochs, args.epochs * (60000 // BATCH), BATCH, args.rounds))
+    print(bc.cpu_line())
+    print(limits_line)
     print('\n'.join(peer))
     print('load before: %s   (busy: %s)' % (bc.loadavg(), bc.busy_processes() or '-'))
     dcfgs = bc.dtl_configs(args.dtl_passive)
@@ -154,8 +157,9 @@ def main():
     with tempfile.TemporaryDirectory(prefix='dtl_bench_fashion_') as tmp:
         spec = os.path.join(tmp, 'fashion_mnist_mlp.dtl')
         shutil.copyfile(SAMPLE, spec)
+        dropped = []
         for r in range(args.rounds):
-            jobs = dcfgs + cfgs
+            jobs = dcfgs + [c for c in cfgs if c.key not in dropped]
             for job in bc.rotated(jobs, r):
                 if len(job) == 3:
                     metrics = os.path.join(tmp, 'metrics.jsonl')
@@ -169,40 +173,43 @@ def main():
                     wall[job[0]].append(w)
                     acc[job[0]].append(evals[-1]['eval_accuracy'])
                 else:
-                    key, label, t, env = job
-                    w, out = bc.run(['/usr/bin/python3', os.path.abspath(__file__), '--torch-worker', str(t),
-                                     '--epochs', str(args.epochs), '--workdir', tmp], env=env)
+                    key = job.key
+                    w, out = bc.run(['/usr/bin/python3', os.path.abspath(__file__), '--torch-worker',
+                                     str(job.threads), '--epochs', str(args.epochs), '--workdir', tmp], env=job.env)
                     res = json.loads(out.stdout.strip().splitlines()[-1])
                     wall[key].append(w)
                     acc[key].append(res['evals'][-1]['eval_accuracy'])
             loads.append(bc.loadavg())
             print('  round %d: %s   load %s' % (r + 1, '  '.join('%s %.1f s (acc %.4f)' % (k, wall[k][-1], acc[k][-1])
-                                                                for k, _ in names), loads[-1]))
+                                                                for k, _ in names if len(wall[k]) == r + 1), loads[-1]))
+            if r == 0:
+                dropped = torch_peer.dropped_after_first_round(wall, [c.key for c in cfgs], False)
 
     best = {k: min(v) for k, v in wall.items()}
     med = {k: bc.median(v) for k, v in wall.items()}
-    tk = [c[0] for c in cfgs]
-    best_tk = min(tk, key=lambda k: best[k])
-    med_tk = min(tk, key=lambda k: med[k])
+    tk = [c.key for c in cfgs]
+    best_tk, med_tk = torch_peer.pick(wall, tk, False)
     ratio_best = best[best_tk] / best['dtl']
     ratio_med = med[med_tk] / med['dtl']
     print()
-    print('%-34s %9s %9s   %-22s %s' % ('wall time, s', 'best', 'median', 'all rounds', 'final test accuracy'))
+    print('%-64s %9s %9s   %-22s %s' % ('wall time, s', 'best', 'median', 'all rounds', 'final test accuracy'))
     for k, label in names:
-        print('%-34s %9.1f %9.1f   %-22s %s' % (label, best[k], med[k], bc.fmt_list(wall[k], '%.1f'),
+        print('%-64s %9.1f %9.1f   %-22s %s' % (label, best[k], med[k], bc.fmt_list(wall[k], '%.1f'),
                                                 bc.fmt_list(acc[k], '%.4f')))
-    print('best PyTorch: %s' % dict(names)[best_tk])
+    print('\n'.join(torch_peer.winner_lines(wall, dict(names), tk, False, '%.1f s', dropped)))
     if 'dtl_passive' in wall:
         print('diagnostic: dtl with OMP_WAIT_POLICY=passive %.1f s (best) = %.2fx faster than dtl as run, %.2fx '
               'PyTorch' % (best['dtl_passive'], best['dtl'] / best['dtl_passive'], best[best_tk] / best['dtl_passive']))
     print('ratio PyTorch / dtl wall time (dtl is this many times faster): %.2fx (best of each), %.2fx (median)'
           % (ratio_best, ratio_med))
+    print(limits_line)
     print('final test accuracy (9,984 test images, last round): dtl %.4f, best PyTorch config %.4f'
           % (acc['dtl'][-1], acc[best_tk][-1]))
     print('load during the runs (1/5/15 min [runnable now]): %s' % ' -> '.join(loads))
     bc.write_result(args.json, {
         'name': 'fashion_vs_torch', 'unit': 's (wall, %d epochs)' % args.epochs, 'higher_is_better': False,
         'dtl': best['dtl'], 'torch': best[best_tk], 'torch_config': dict(names)[best_tk],
+        'torch_config_median': dict(names)[med_tk], 'limits': limits, 'cpu': bc.cpu_line(),
         'ratio': ratio_best, 'ratio_median': ratio_med, 'rounds': wall, 'accuracy': acc,
         'labels': dict(names), 'loads': loads, 'peer': peer, 'warnings': bc.WARNINGS})
 

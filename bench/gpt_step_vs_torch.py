@@ -22,10 +22,12 @@ Linear weights [in, out]), on random token ids made once. By default each
 block has its own parameters, as a PyTorch model normally would
 (--torch-layout stacked indexes [layers, ...] tensors as dtl stores them,
 which makes PyTorch's backward build a full-size gradient per layer too).
-Timed: S steps after W warm-up steps. PyTorch runs with each thread count of
---threads, on OpenBLAS when a folder with one is found, else (or also, with
---system-blas) on the system's BLAS (see bench_common.py; on the netlib
-reference BLAS a step takes about a minute).
+Timed: S steps after W warm-up steps. PyTorch runs in each configuration of
+its grid (torch_peer.thread_grid: each thread count of --threads with OpenBLAS
+pinned to it and on every core), on OpenBLAS when a folder with one is found,
+else (or also, with --system-blas) on the system's BLAS (see torch_peer.py;
+on the netlib reference BLAS a step takes about a minute); the peer is the
+fastest.
 
 Reports ms/step of each (best and median over rounds), the ratio PyTorch / dtl
 (how many times faster dtl is), the GEMM GFLOP/s dtl reaches over the whole
@@ -43,6 +45,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_common as bc  # noqa: E402
+import torch_peer  # noqa: E402
 
 SPEC = os.path.join(bc.HERE, 'specs', 'gpt_step_bench.dtl')
 V, S, D, H, HID, L, B = 50257, 128, 768, 12, 3072, 12, 2
@@ -54,7 +57,7 @@ def torch_worker(threads, warmup, steps, layout):
     import torch
     import torch.nn.functional as F
     torch.set_num_threads(threads)
-    lib, mm = bc.torch_blas_info()
+    probe = torch_peer.blas_probe()
     torch.manual_seed(1337)
     hd = D // H
 
@@ -128,8 +131,8 @@ def torch_worker(threads, warmup, steps, layout):
         t0 = time.perf_counter()
         step()
         times.append(time.perf_counter() - t0)
-    print(json.dumps({'first_s': times[0], 'step_s': sum(times[warmup:]) / steps, 'params': nparams,
-                      'blas': lib, 'mm_gflops': mm}))
+    print(json.dumps(dict(probe, first_s=times[0], step_s=sum(times[warmup:]) / steps, params=nparams,
+                          threads=torch.get_num_threads())))
 
 
 def main():
@@ -137,7 +140,6 @@ def main():
     ap.add_argument('--rounds', type=int, default=1)
     ap.add_argument('--steps', type=int, default=3)
     ap.add_argument('--warmup', type=int, default=1)
-    ap.add_argument('--threads', default='1,2', help='PyTorch thread counts, comma-separated')
     ap.add_argument('--torch-layout', choices=('per-layer', 'stacked'), default='per-layer')
     bc.add_peer_args(ap)
     args = ap.parse_args()
@@ -156,14 +158,16 @@ def main():
     att_bwd = n_att * (3 * att1 + 2 * 2 * att1 + att1)
     flops = fwd + bwd + att_fwd + att_bwd
     useful = fwd + bwd + n_att * 2 * att1 * 3  # without recomputation: forward + 2x backward
-    ob = bc.openblas_dir(args.openblas)
-    threads = tuple(int(t) for t in args.threads.split(','))
-    cfgs = bc.torch_configs(ob, threads=threads, system_blas=args.system_blas)
-    peer = bc.describe_peer(ob, args.system_blas)
+    ob = torch_peer.openblas_dir(args.openblas)
+    cfgs = torch_peer.configs(ob, bc.torch_threads(args.threads), system_blas=args.system_blas)
+    peer = torch_peer.describe(ob, args.system_blas)
+    limits, limits_line = bc.machine_limits(dtlc, ob)
     total = args.warmup + args.steps
     print('gpt_step_vs_torch: GPT-2 small shape (vocab 50257, d 768, 12 heads, hidden 3072, 12 layers, tied), '
           'seq 128, batch 2, AdamW, f32; %d timed steps after %d warm-up, %d round(s); PyTorch layout: %s'
           % (args.steps, args.warmup, args.rounds, args.torch_layout))
+    print(bc.cpu_line())
+    print(limits_line)
     print('\n'.join(peer))
     print('load before: %s   (busy: %s)' % (bc.loadavg(), bc.busy_processes() or '-'))
     dcfgs = bc.dtl_configs(args.dtl_passive)
@@ -174,8 +178,9 @@ def main():
     blas = {}
     loads = [bc.loadavg()]
     with tempfile.TemporaryDirectory(prefix='dtl_bench_gpt_') as tmp:
+        dropped = []
         for r in range(args.rounds):
-            jobs = dcfgs + cfgs
+            jobs = dcfgs + [c for c in cfgs if c.key not in dropped]
             for job in bc.rotated(jobs, r):
                 if len(job) == 3:
                     metrics = os.path.join(tmp, 'gpt_metrics.jsonl')
@@ -189,43 +194,44 @@ def main():
                     first[job[0]].append(t[1])
                     rss[job[0]] = bc.LAST_MAXRSS_MB[0]
                 else:
-                    key, label, th, env = job
-                    _, out = bc.run(['/usr/bin/python3', os.path.abspath(__file__), '--torch-worker', str(th),
-                                     '--warmup', str(args.warmup), '--steps', str(args.steps),
-                                     '--torch-layout', args.torch_layout], env=env, rss=True)
+                    key = job.key
+                    _, out = bc.run(['/usr/bin/python3', os.path.abspath(__file__), '--torch-worker',
+                                     str(job.threads), '--warmup', str(args.warmup), '--steps', str(args.steps),
+                                     '--torch-layout', args.torch_layout], env=job.env, rss=True)
                     o = json.loads(out.stdout.strip().splitlines()[-1])
                     res[key].append(o['step_s'])
                     first[key].append(o['first_s'])
                     rss[key] = bc.LAST_MAXRSS_MB[0]
-                    blas[key] = '%s (1024^3 SGEMM %.0f GFLOP/s, %d thread(s)); %d parameters' % (
-                        o['blas'], o['mm_gflops'], th, o['params'])
+                    blas[key] = '%s; %d parameters' % (torch_peer.probe_line(o, o['threads']), o['params'])
             loads.append(bc.loadavg())
             print('  round %d: %s   load %s' % (r + 1, '  '.join('%s %.0f ms' % (k, 1000 * v[-1])
-                                                                for k, v in res.items()), loads[-1]))
+                                                                for k, v in res.items() if len(v) == r + 1), loads[-1]))
+            if r == 0:
+                dropped = torch_peer.dropped_after_first_round(res, [c.key for c in cfgs], False)
 
     best = {k: min(v) for k, v in res.items()}
     med = {k: bc.median(v) for k, v in res.items()}
-    tk = [c[0] for c in cfgs]
-    best_tk = min(tk, key=lambda k: best[k])
-    med_tk = min(tk, key=lambda k: med[k])
+    tk = [c.key for c in cfgs]
+    best_tk, med_tk = torch_peer.pick(res, tk, False)
     ratio_best = best[best_tk] / best['dtl']
     ratio_med = med[med_tk] / med['dtl']
     print()
-    print('%-34s %9s %9s  %-22s %12s %10s' % ('ms/step', 'best', 'median', 'all rounds', 'first step', 'peak RSS'))
+    print('%-64s %9s %9s  %-22s %12s %10s' % ('ms/step', 'best', 'median', 'all rounds', 'first step', 'peak RSS'))
     for k, label in names:
-        print('%-34s %9.0f %9.0f  %-22s %10.0f ms %7s MiB' % (
+        print('%-64s %9.0f %9.0f  %-22s %10.0f ms %7s MiB' % (
             label, 1000 * best[k], 1000 * med[k], bc.fmt_list([1000 * x for x in res[k]], '%.0f'),
             1000 * min(first[k]), '%.0f' % rss[k] if rss.get(k) else '?'))
-    for k, v in blas.items():
-        if k.endswith('_1'):
-            print('  %s: %s' % (dict(names)[k].rsplit(',', 1)[0], v))
-    print('best PyTorch: %s' % dict(names)[best_tk])
+    for k in tk:
+        print('  %s: %s' % (dict(names)[k], blas.get(k, '?')))
+    print('\n'.join(torch_peer.winner_lines({k: [1000 * x for x in v] for k, v in res.items()}, dict(names), tk,
+                                             False, '%.0f ms', dropped)))
     if 'dtl_passive' in res:
         print('diagnostic: dtl with OMP_WAIT_POLICY=passive %.0f ms/step (best) = %.2fx faster than dtl as run, '
               '%.2fx PyTorch' % (1000 * best['dtl_passive'], best['dtl'] / best['dtl_passive'],
                                  best[best_tk] / best['dtl_passive']))
     print('ratio PyTorch / dtl step time (dtl is this many times faster): %.2fx (best of each), %.2fx (median)'
           % (ratio_best, ratio_med))
+    print(limits_line)
     print('GEMM work per step: contractions %.1f GFLOP (forward %.1f, backward %.1f) + attention %.2f GFLOP '
           '(dtl recomputes the scores in each of 3 attention_grad nodes); %.1f GFLOP without recomputation'
           % ((fwd + bwd) / 1e9, fwd / 1e9, bwd / 1e9, (att_fwd + att_bwd) / 1e9, useful / 1e9))
@@ -240,6 +246,7 @@ def main():
     bc.write_result(args.json, {
         'name': 'gpt_step_vs_torch', 'unit': 'ms/step', 'higher_is_better': False,
         'dtl': 1000 * best['dtl'], 'torch': 1000 * best[best_tk], 'torch_config': dict(names)[best_tk],
+        'torch_config_median': dict(names)[med_tk], 'limits': limits, 'cpu': bc.cpu_line(),
         'ratio': ratio_best, 'ratio_median': ratio_med, 'rounds': res, 'first_step_s': first, 'peak_rss_mib': rss,
         'labels': dict(names), 'blas': blas, 'gemm_gflop_per_step': flops / 1e9, 'loads': loads, 'peer': peer,
         'warnings': bc.WARNINGS})

@@ -11,17 +11,19 @@ momentum 0.9, f32 (bench/specs/mlp_bench.dtl). Both train on the same fixed
 loader reads; PyTorch slices the same arrays).
 
 Each round runs, as separate processes and in a rotating order: dtl, then
-PyTorch with 1 and with 2 threads (torch.set_num_threads), on OpenBLAS when a
-folder with one is found, else (or also, with --system-blas) on the system's
-BLAS (see bench_common.py: Debian's PyTorch uses whatever libblas.so.3 is
-installed, which is the slow netlib reference BLAS when only libblas3 is).
+PyTorch in each configuration of its grid (torch_peer.thread_grid: torch
+threads 1 and 2, each with OpenBLAS pinned to them and on every core), on
+OpenBLAS when a folder with one is found, else (or also, with --system-blas)
+on the system's BLAS (see torch_peer.py: Debian's PyTorch uses whatever
+libblas.so.3 is installed, which is the slow netlib reference BLAS when only
+libblas3 is). The peer is the fastest configuration.
 Both sides time `--steps` steps after `--warmup` warm-up steps:
   - dtl: `dtlc run --steps warmup+steps --metrics FILE`; the step time comes
     from the metrics (t(n) = n * batch / samples_per_s(n), cumulative since
     the training loop started), so start-up is excluded: (t(W+S) - t(W)) / S;
   - PyTorch: perf_counter around S steps after W steps.
-Reports steps/s per round, the best and the median of each configuration, the
-ratio dtl / best PyTorch configuration (best over best and median over
+Reports steps/s per round, the best and the median of each configuration, which
+PyTorch configuration won, the ratio dtl / best PyTorch configuration (best over best and median over
 median), and the GEMM GFLOP/s dtl reaches: FLOPs of the step's contractions
 (`dtlc check --emit=grad`, 2*M*N*K each) / dtl's step time, against the
 134 GFLOP/s one-core peak of measured.md (268 for two) and this CPU's own
@@ -37,6 +39,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_common as bc  # noqa: E402
+import torch_peer  # noqa: E402
 
 SPEC = os.path.join(bc.HERE, 'specs', 'mlp_bench.dtl')
 BATCH, FEATURES, H1, H2, CLASSES = 256, 784, 1024, 1024, 10
@@ -46,7 +49,7 @@ PEAK_1CORE = 134.0
 def torch_worker(threads, warmup, steps, data_dir):
     import torch
     torch.set_num_threads(threads)
-    lib, mm = bc.torch_blas_info()
+    probe = torch_peer.blas_probe()
     step = bc.mlp_torch_step(data_dir, BATCH)
 
     for _ in range(warmup):
@@ -55,13 +58,12 @@ def torch_worker(threads, warmup, steps, data_dir):
     for _ in range(steps):
         step()
     dt = time.perf_counter() - t0
-    print(json.dumps({'threads': torch.get_num_threads(), 'step_s': dt / steps, 'blas': lib, 'mm_gflops': mm}))
+    print(json.dumps(dict(probe, threads=torch.get_num_threads(), step_s=dt / steps)))
 
 
 def run_torch(cfg, warmup, steps, data_dir):
-    _, label, threads, env = cfg
-    _, r = bc.run(['/usr/bin/python3', os.path.abspath(__file__), '--torch-worker', str(threads),
-                   '--warmup', str(warmup), '--steps', str(steps), '--data', data_dir], env=env)
+    _, r = bc.run(['/usr/bin/python3', os.path.abspath(__file__), '--torch-worker', str(cfg.threads),
+                   '--warmup', str(warmup), '--steps', str(steps), '--data', data_dir], env=cfg.env)
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
@@ -92,14 +94,16 @@ def main():
     n_fwd = sum(1 for r in rows if r[0] == 'forward')
     n_bwd = len(rows) - n_fwd
     flops = fwd + bwd
-    ob = bc.openblas_dir(args.openblas)
-    cfgs = bc.torch_configs(ob, system_blas=args.system_blas)
-    peer = bc.describe_peer(ob, args.system_blas)
-    peak, cpu = bc.cpu_peak_gflops()
+    ob = torch_peer.openblas_dir(args.openblas)
+    cfgs = torch_peer.configs(ob, bc.torch_threads(args.threads), system_blas=args.system_blas)
+    peer = torch_peer.describe(ob, args.system_blas)
+    peak, _ = bc.cpu_peak_gflops()
+    limits, limits_line = bc.machine_limits(dtlc, ob)
 
     print('mlp_vs_torch: MLP 784-1024-1024-10, batch 256, SGD momentum, f32; %d timed steps after %d warm-up, '
           '%d rounds' % (args.steps, args.warmup, args.rounds))
-    print('cpu: %s' % cpu)
+    print(bc.cpu_line())
+    print(limits_line)
     print('\n'.join(peer))
     print('load before: %s   (busy: %s)' % (bc.loadavg(), bc.busy_processes() or '-'))
     dcfgs = bc.dtl_configs(args.dtl_passive)
@@ -110,8 +114,9 @@ def main():
     loads = [bc.loadavg()]
     with tempfile.TemporaryDirectory(prefix='dtl_bench_mlp_') as tmp:
         bc.mlp_data(tmp)
+        dropped = []
         for r in range(args.rounds):
-            jobs = dcfgs + cfgs
+            jobs = dcfgs + [c for c in cfgs if c.key not in dropped]
             for job in bc.rotated(jobs, r):
                 if len(job) == 3:
                     s, wall = run_dtl(dtlc, args.warmup, args.steps, tmp, env=job[2])
@@ -121,35 +126,35 @@ def main():
                 else:
                     out = run_torch(job, args.warmup, args.steps, tmp)
                     res[job[0]].append(1.0 / out['step_s'])
-                    blas[job[0]] = '%s (1024^3 SGEMM %.0f GFLOP/s, %d thread(s))' % (
-                        out['blas'], out['mm_gflops'], job[2])
+                    blas[job.key] = torch_peer.probe_line(out, out['threads'])
             loads.append(bc.loadavg())
-            print('  round %d: %s   load %s' % (r + 1, '  '.join('%s %.2f' % (k, v[-1]) for k, v in res.items()),
-                                               loads[-1]))
+            print('  round %d: %s   load %s' % (r + 1, '  '.join('%s %.2f' % (k, v[-1]) for k, v in res.items()
+                                                                if len(v) == r + 1), loads[-1]))
+            if r == 0:
+                dropped = torch_peer.dropped_after_first_round(res, [c.key for c in cfgs], True)
 
     best = {k: max(v) for k, v in res.items()}
     med = {k: bc.median(v) for k, v in res.items()}
-    tk = [c[0] for c in cfgs]
-    best_tk = max(tk, key=lambda k: best[k])
-    med_tk = max(tk, key=lambda k: med[k])
+    tk = [c.key for c in cfgs]
+    best_tk, med_tk = torch_peer.pick(res, tk, True)
     ratio_best = best['dtl'] / best[best_tk]
     ratio_med = med['dtl'] / med[med_tk]
     gflops_best = flops * best['dtl'] / 1e9
     gflops_med = flops * med['dtl'] / 1e9
     print()
-    print('%-34s %8s %8s   %s' % ('steps/s', 'best', 'median', 'all rounds'))
+    print('%-64s %8s %8s   %s' % ('steps/s', 'best', 'median', 'all rounds'))
     for k, label in names:
-        print('%-34s %8.2f %8.2f   %s' % (label, best[k], med[k], bc.fmt_list(res[k])))
-    for k, label in names[1:]:
-        if k.endswith('_1'):
-            print('  %s: %s' % (label.rsplit(',', 1)[0], blas.get(k, '?')))
-    print('best PyTorch: %s' % dict(names)[best_tk])
+        print('%-64s %8.2f %8.2f   %s' % (label, best[k], med[k], bc.fmt_list(res[k])))
+    for k in tk:
+        print('  %s: %s' % (dict(names)[k], blas.get(k, '?')))
+    print('\n'.join(torch_peer.winner_lines(res, dict(names), tk, True, '%.2f steps/s', dropped)))
     if 'dtl_passive' in res:
         print('diagnostic: dtl with OMP_WAIT_POLICY=passive %.2f steps/s (best) = %.2fx dtl as run, %.2fx best PyTorch'
               % (best['dtl_passive'], best['dtl_passive'] / best['dtl'], best['dtl_passive'] / best[best_tk]))
     print('samples/s (best): dtl %.0f, PyTorch %.0f' % (best['dtl'] * BATCH, best[best_tk] * BATCH))
     print('ratio dtl / best PyTorch: %.2fx (best of each), %.2fx (median of each)   goal >= 4x'
           % (ratio_best, ratio_med))
+    print(limits_line)
     print('GEMMs in dtl\'s step: %d forward + %d backward contractions (the first layer\'s input grad is not '
           'derived) = %.3f GFLOP/step (forward %.3f, backward %.3f)' % (n_fwd, n_bwd, flops / 1e9, fwd / 1e9,
                                                                        bwd / 1e9))
@@ -164,9 +169,11 @@ def main():
     bc.write_result(args.json, {
         'name': 'mlp_vs_torch', 'unit': 'steps/s', 'higher_is_better': True,
         'dtl': best['dtl'], 'torch': best[best_tk], 'torch_config': dict(names)[best_tk],
+        'torch_config_median': dict(names)[med_tk],
         'ratio': ratio_best, 'ratio_median': ratio_med, 'goal': '>= 4x',
         'rounds': res, 'labels': dict(names), 'blas': blas, 'gemm_gflop_per_step': flops / 1e9,
-        'gemm_gflops_best': gflops_best, 'loads': loads, 'peer': peer, 'warnings': bc.WARNINGS})
+        'gemm_gflops_best': gflops_best, 'loads': loads, 'peer': peer, 'limits': limits, 'cpu': bc.cpu_line(),
+        'warnings': bc.WARNINGS})
 
 
 if __name__ == '__main__':

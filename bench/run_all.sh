@@ -113,6 +113,8 @@ for name in ('mlp_vs_torch', 'fashion_vs_torch', 'gpt_step_vs_torch', 'ddp_vs_to
         note += '; diag.: dtl with OMP_WAIT_POLICY=passive %.2fx faster than dtl' % ((p / d) if r['higher_is_better'] else (d / p))
     if r.get('warnings'):
         note += '; ' + '; '.join(r['warnings'])
+    if r.get('torch_config_median') not in (None, r['torch_config']):
+        note += '; by median PyTorch was fastest with ' + r['torch_config_median'].replace('PyTorch ', '')
     rows.append((name, r['unit'], fmt % r['dtl'], fmt % r['torch'] + ' (' + r['torch_config'].replace('PyTorch ', '') + ')',
                  '%.2fx' % r['ratio'], '%.2fx' % r['ratio_median'], note))
 check = ''
@@ -121,7 +123,21 @@ if os.path.exists(p):
     m = re.search(r'median ([\d.]+) ms', open(p).read())
     check = m.group(1) if m else ''
 print()
-print('Summary (dtl vs PyTorch in the same run; best of rounds for each side; ratio > 1 means dtl is faster)')
+print('Summary (dtl vs PyTorch in the same run; best of rounds for each side, PyTorch in its fastest configuration of '
+      'torch threads 1/2 x OpenBLAS threads pinned/every core; ratio > 1 means dtl is faster)')
+for name in ('mlp_vs_torch', 'fashion_vs_torch', 'gpt_step_vs_torch', 'ddp_vs_torch'):
+    p = os.path.join(out, name + '.json')
+    if os.path.exists(p):
+        r = json.load(open(p))
+        print(r.get('cpu', ''))
+        print('\n'.join(l for l in r.get('peer', []) if 'OpenBLAS' in l))
+        lim = r.get('limits') or {}
+        if lim:
+            print('machine limits: 1024^3 SGEMM on %d cores (gemm_bench): dtl %s GFLOP/s, OpenBLAS %s; memcpy %.1f GB/s '
+                  'on one core' % (lim['cores'], '%.0f' % lim['gemm_dtl_gflops'] if lim.get('gemm_dtl_gflops') else '?',
+                                   '%.0f' % lim['gemm_openblas_gflops'] if lim.get('gemm_openblas_gflops') else '?',
+                                   lim['memcpy_gbs']))
+        break
 hdr = ('benchmark', 'unit', 'dtl', 'PyTorch (best config)', 'ratio best', 'ratio median', 'notes')
 w = [max(len(str(x[i])) for x in rows + [hdr]) for i in range(6)]
 line = lambda x: ' | '.join(str(x[i]).ljust(w[i]) for i in range(6)) + ' | ' + x[6]
