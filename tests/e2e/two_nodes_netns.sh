@@ -91,12 +91,14 @@ else
   fail "the two-node losses differ from the one-rank run"
 fi
 
-# 2, 3. One node's ranks fail before joining; the other node's launcher must
-# stop within seconds (its ranks would wait for the missing ones for 60 s).
+# 2, 3. One node's ranks fail (their --init file is missing: the launcher
+# itself refuses a missing spec before starting ranks, so that is not the
+# way to make ranks fail); the other node's launcher must stop within
+# seconds (its ranks would wait for the missing ones for 60 s).
 one_node_fails() {
   local bad=$1 good=$((1 - $1)) start rc_good rc_bad took bad_pid
   start=$(date +%s%N)
-  node "$bad" "$dtlc" run missing.dtl --nproc 2 --nnodes 2 --node-rank "$bad" --master "$master" \
+  node "$bad" "$dtlc" run s.dtl --init missing.safetensors --nproc 2 --nnodes 2 --node-rank "$bad" --master "$master" \
     --join-timeout 60 >"bad$bad.out" 2>"bad$bad.err" &
   bad_pid=$!
   node "$good" "$dtlc" run s.dtl --nproc 2 --nnodes 2 --node-rank "$good" --master "$master" \
