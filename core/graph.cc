@@ -53,7 +53,9 @@ std::string num(double v) {
   return buf;
 }
 
-std::string line(const Node& n, const std::string& note) {
+}  // namespace
+
+std::string printNode(const Node& n, const std::string& note) {
   std::string s = "%" + std::to_string(n.id) + " = " + opName(n.op);
   // A collective's fn is why the layout inserted it (a sentence, not a function).
   bool collective = n.op == Op::AllReduce || n.op == Op::AllGather || n.op == Op::ReduceScatter;
@@ -83,14 +85,12 @@ std::string line(const Node& n, const std::string& note) {
   return s + "\n";
 }
 
-}  // namespace
-
 std::string printGraph(const Graph& g, bool with_backward, const std::function<std::string(const Node&)>& annotate) {
   std::string out = "forward\n";
   size_t end = with_backward ? g.nodes.size() : static_cast<size_t>(g.forward_end);
   for (size_t i = 0; i < end; ++i) {
     if (static_cast<int>(i) == g.forward_end) out += "backward\n";
-    out += "  " + line(g.nodes[i], annotate ? annotate(g.nodes[i]) : std::string());
+    out += "  " + printNode(g.nodes[i], annotate ? annotate(g.nodes[i]) : std::string());
   }
   out += "loss %" + std::to_string(g.loss) + "\n";
   for (const auto& [name, id] : g.metrics) out += "metric " + name + " %" + std::to_string(id) + "\n";

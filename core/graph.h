@@ -113,6 +113,9 @@ struct Graph {
   const Node& operator[](int id) const { return nodes[static_cast<size_t>(id)]; }
 };
 
+// One node's line: "%3 = contract(%1, %2) : f32[batch=4, out=8]  NOTE  # spec.dtl:5:9".
+std::string printNode(const Node& n, const std::string& note = {});
+
 // Deterministic text form (`dtlc check --emit=ir|grad`). `annotate` (when
 // given) adds text after a node's type, e.g. its placements (--emit=layout).
 std::string printGraph(const Graph& g, bool with_backward,

@@ -74,12 +74,26 @@ void Frontend::layOut() {
   passes::bucketGradients(graph_, spec_.parallel.bucket_bytes, spec_.parallel.overlap);
 }
 
+// The graph's `batch` is the global batch: train.batch (per rank) times the
+// size of every mesh axis `split batch over` names. It is the only place
+// the key's per-rank meaning is applied; the graph, the layout and the
+// per-rank program see a dim like any other.
+int64_t Frontend::globalBatch() const {
+  int64_t batch = spec_.train.batch;
+  for (const sema::SplitSpec& s : spec_.parallel.splits) {
+    if (s.dim != "batch") continue;
+    for (const sema::MeshAxisSpec& a : spec_.parallel.mesh)
+      if (a.name == s.axis) batch *= std::max<int64_t>(1, a.size);
+  }
+  return batch;
+}
+
 void Frontend::lower(bool with_backward) {
   // The checked model is evaluated once more, this time emitting nodes; it
   // cannot fail where checking passed, so its diagnostics are the same.
   sema::Model scratch;
   graph_ = ir::Graph{};
-  sema::instantiateModel(prog_, spec_.train.batch, scratch, *diags_, &graph_);
+  sema::instantiateModel(prog_, globalBatch(), scratch, *diags_, &graph_);
   if (!with_backward) return;
   ir::appendBackward(graph_);
   ir::appendUpdates(graph_);

@@ -49,6 +49,7 @@ class Frontend {
 
  private:
   void lower(bool with_backward);
+  int64_t globalBatch() const;
   void layOut();
 
   std::unique_ptr<diag::SourceManager> sources_;

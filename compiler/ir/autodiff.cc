@@ -265,11 +265,9 @@ class Backward {
           for (const std::string& name : n.names) count *= x.shape.dims[x.shape.find(name)].size;
           Node mul = like(x, Op::Binary);
           mul.fn = "mul";
-          // 1/count of the reduced dims; the layout pass recomputes it with
-          // their global sizes when one of them is split over ranks.
+          // 1/count of the reduced dims: their global sizes (the graph's),
+          // right on every rank whatever the layout shards.
           int inv = scalarConst(1.0 / static_cast<double>(count), x);
-          g_.nodes[inv].fn = "inv_count";
-          g_.nodes[inv].names = n.names;
           mul.inputs = {spread, inv};
           spread = g_.add(std::move(mul));
         }

@@ -10,8 +10,10 @@
 //    - otherwise a sharded D the output keeps stays Shard(D), and a sharded
 //      D the op sums away (contraction, reduction, the loss's mean) makes
 //      the output Partial.
-// 3. Means over a split dim divide by its global size: the local mean is
-//    scaled by local/global so the partial values sum to the global mean.
+// 3. The graph's shapes are global. Means over a sharded dim: each rank's
+//    kernel averages its local slice, scaled by local/global size so the
+//    partial values sum to the global mean (a mean's gradient is already 1/global
+//    count: the graph's sizes are global).
 // 4. The optimiser needs gradients placed like their parameters; the loss
 //    and metrics are read as global values: conversions are inserted there.
 #include "compiler/layout/assign_placements.h"
@@ -21,15 +23,6 @@
 #include <set>
 
 namespace dtl::layout {
-
-std::string Placement::str() const {
-  switch (kind) {
-    case Replicate: return "R";
-    case Shard: return "S(" + dim + ")";
-    case Partial: return "P";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -85,13 +78,9 @@ class Pass {
     if (p.kind == Placement::Shard) c.names = {p.dim};
     c.fn = why;
     c.where = ruleWhere(p.kind == Placement::Shard ? p.dim : partialOrigin(id, a));
+    // Shapes are global: the conversion changes the placement, not the shape.
     Pl pl = place_[static_cast<size_t>(id)];
     pl[a] = Placement{};
-    if (p.kind == Placement::Shard) {
-      // The gathered tensor is the full dim: its size grows by the axis size.
-      int k = c.shape.find(p.dim);
-      if (k >= 0) c.shape.dims[static_cast<size_t>(k)].size *= mesh_[a].size;
-    }
     return add(std::move(c), std::move(pl));
   }
 
@@ -190,11 +179,6 @@ class Pass {
       map_[static_cast<size_t>(old.id)] = add(std::move(n), std::move(out));
       return;
     }
-    if (n.op == Op::Const && n.fn == "inv_count") {
-      double global = 1;
-      for (const std::string& d : n.names) global *= static_cast<double>(globalSize(d, old));
-      n.scalar = 1.0 / global;
-    }
     if (n.op == Op::Update) {
       // The gradient must be placed like the parameter.
       for (size_t a = 0; a < mesh_.size(); ++a) {
@@ -261,7 +245,7 @@ class Pass {
     }
     int id = add(n, out);
     // 3. A mean over a split dim: scale the local mean by local / global size.
-    double scale = meanScale(old);
+    double scale = meanScale(old, n);
     if (scale != 1.0) {
       Node c;
       c.op = Op::Const;
@@ -285,36 +269,24 @@ class Pass {
     map_[static_cast<size_t>(old.id)] = id;
   }
 
-  int64_t globalSize(const std::string& dim, const Node& at) const {
-    int64_t local = 1;
-    for (const Node& n : in_.nodes) {
-      int k = n.shape.find(dim);
-      if (k >= 0) {
-        local = n.shape.dims[static_cast<size_t>(k)].size;
-        break;
-      }
-    }
-    (void)at;
-    auto it = split_.find(dim);
-    // `batch` is per rank already; other dims are global in the graph.
-    if (it != split_.end() && dim == "batch") return local * mesh_[it->second.first].size;
-    return local;
-  }
-
-  // local / global element count of the mean a node takes over split dims.
-  double meanScale(const Node& n) const {
+  // local / global element count of the mean a node takes: each rank's
+  // kernel averages its local slice, so a mean over a dim its operand is
+  // sharded on is scaled down by that axis' size (the partial means then
+  // sum to the global one).
+  double meanScale(const Node& old, const Node& n) const {
     std::vector<std::string> dims;
-    if (n.op == Op::Reduce && n.fn == "mean") dims = n.names;
-    if (n.op == Op::CrossEntropy || n.op == Op::CrossEntropyGrad) {
-      const Shape& logits = in_.nodes[static_cast<size_t>(n.inputs[0])].shape;
+    if (old.op == Op::Reduce && old.fn == "mean") dims = old.names;
+    if (old.op == Op::CrossEntropy || old.op == Op::CrossEntropyGrad) {
+      const Shape& logits = in_.nodes[static_cast<size_t>(old.inputs[0])].shape;
       for (const Dim& d : logits.dims)
-        if (d.name != n.names[0]) dims.push_back(d.name);
+        if (d.name != old.names[0]) dims.push_back(d.name);
     }
+    if (dims.empty() || n.inputs.empty()) return 1;
     double scale = 1;
-    for (const std::string& d : dims) {
-      auto it = split_.find(d);
-      if (it != split_.end() && d == "batch") scale /= static_cast<double>(mesh_[it->second.first].size);
-    }
+    const Pl& in = place_[static_cast<size_t>(n.inputs[0])];
+    for (size_t a = 0; a < mesh_.size(); ++a)
+      if (in[a].kind == Placement::Shard && std::find(dims.begin(), dims.end(), in[a].dim) != dims.end())
+        scale /= static_cast<double>(mesh_[a].size);
     return scale;
   }
 

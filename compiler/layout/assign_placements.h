@@ -11,28 +11,13 @@
 #include <vector>
 
 #include "core/graph.h"
+#include "core/placement.h"
 
 namespace dtl::layout {
-
-struct MeshAxis {
-  std::string name;
-  int64_t size = 1;
-};
 
 struct SplitRule {
   std::string dim, axis;
   std::string where;  // "spec.dtl:47:3": the rule's source, for the plan
-};
-
-struct Placement {
-  enum Kind { Replicate, Shard, Partial } kind = Replicate;
-  std::string dim;  // Shard
-  std::string str() const;
-};
-
-struct Layout {
-  std::vector<MeshAxis> mesh;
-  std::vector<std::vector<Placement>> of;  // per node of the laid-out graph, per axis
 };
 
 // Rewrites `g` in place (nodes renumbered; collectives inserted). Errors

@@ -6,11 +6,12 @@ std::string printLayout(const ir::Graph& g, const Layout& l) {
   std::string out = "mesh";
   for (const MeshAxis& a : l.mesh) out += " " + a.name + "=" + std::to_string(a.size);
   out += "\n";
-  // "@ dp=S(batch) tp=R" after each node's type.
+  // "@ dp=S(batch) tp=R local [batch=16, hidden=512]" after each node's type.
   out += ir::printGraph(g, true, [&](const ir::Node& n) {
     std::string s = "@";
     const std::vector<Placement>& p = l.of[static_cast<size_t>(n.id)];
     for (size_t a = 0; a < l.mesh.size() && a < p.size(); ++a) s += " " + l.mesh[a].name + "=" + p[a].str();
+    s += " local " + localShape(n.shape, p, l.mesh).str();
     bool collective = n.op == ir::Op::AllReduce || n.op == ir::Op::AllGather || n.op == ir::Op::ReduceScatter;
     if (collective && !n.fn.empty()) s += "  (" + n.fn + ")";  // why the layout inserted it
     return s;

@@ -117,9 +117,12 @@ int64_t plus(int64_t a, int64_t b) {
 
 }  // namespace
 
-Memory memoryPerRank(const ir::Graph& g, const sema::Spec& spec) {
+Memory memoryPerRank(const prog::Program& p, const sema::Spec& spec) {
   Memory m;
-  for (const auto& p : spec.model.params) m.parameters = plus(m.parameters, bytesOf(p.shape, dtypeBytes(p.dtype)));
+  std::map<std::string, int64_t> params;  // by path: a parameter read twice is held once
+  for (const ir::Node& n : p.nodes)
+    if (n.op == ir::Op::Param) params[n.name] = bytesOf(n.shape, dtypeBytes(n.dtype));
+  for (const auto& [path, bytes] : params) m.parameters = plus(m.parameters, bytes);
   m.gradients = m.parameters;
   const std::string& opt = spec.train.optimizer;
   int64_t states = opt == "adam" || opt == "adamw" ? 2 : 0;
@@ -128,23 +131,8 @@ Memory memoryPerRank(const ir::Graph& g, const sema::Spec& spec) {
     states = it != spec.train.optimizer_args.end() && it->second != 0 ? 1 : 0;
   }
   m.optimizer_state = states == 0 ? 0 : states == 1 ? m.parameters : plus(m.parameters, m.parameters);
-  // Live activation bytes over the step, as the executor frees them.
-  std::vector<int> last(g.nodes.size(), -1);
-  for (const ir::Node& n : g.nodes)
-    for (int in : n.inputs) last[static_cast<size_t>(in)] = std::max(last[static_cast<size_t>(in)], n.id);
-  int64_t live = 0;
-  for (const ir::Node& n : g.nodes) {
-    bool owns = n.op != ir::Op::Param && n.op != ir::Op::Update && n.op != ir::Op::Reshape &&
-                !(n.op == ir::Op::Slice && g.nodes[static_cast<size_t>(n.inputs[0])].op == ir::Op::Param);
-    if (owns) live = plus(live, bytesOf(n.shape, 4));
-    m.peak_activations = std::max(m.peak_activations, live);
-    for (int in : n.inputs) {
-      const ir::Node& src = g.nodes[static_cast<size_t>(in)];
-      bool src_owns = src.op != ir::Op::Param && src.op != ir::Op::Reshape &&
-                      !(src.op == ir::Op::Slice && g.nodes[static_cast<size_t>(src.inputs[0])].op == ir::Op::Param);
-      if (last[static_cast<size_t>(in)] == n.id && src_owns && live != INT64_MAX) live -= bytesOf(src.shape, 4);
-    }
-  }
+  m.peak_activations = p.train.slotBytes();
+  m.communication = p.groupBytes();
   return m;
 }
 
@@ -154,10 +142,11 @@ std::string memoryText(const Memory& m) {
          "  gradients         " + sema::humanBytes(m.gradients) + "\n"
          "  optimizer state   " + sema::humanBytes(m.optimizer_state) + "\n"
          "  peak activations  " + sema::humanBytes(m.peak_activations) + "\n"
+         "  comm buffers      " + sema::humanBytes(m.communication) + "\n"
          "  total             " + sema::humanBytes(m.total()) + "\n";
 }
 
-std::string planText(const ir::Graph& g, const layout::Layout& l, const sema::Spec& spec) {
+std::string planText(const ir::Graph& g, const layout::Layout& l, const prog::Program& p, const sema::Spec& spec) {
   std::vector<Collective> cs = collectives(g);
   int64_t w = world(l);
   std::string out = "plan for " + spec.model.name + " on " + std::to_string(w) + " rank" + (w == 1 ? "" : "s") +
@@ -180,13 +169,13 @@ std::string planText(const ir::Graph& g, const layout::Layout& l, const sema::Sp
     if (!c.rule.empty()) out += "    rule: " + c.rule + "\n";
   }
   if (cs.empty()) out += "  none: every value stays on its rank\n";
-  out += "\n" + memoryText(memoryPerRank(g, spec));
+  out += "\n" + memoryText(memoryPerRank(p, spec));
   out += "\nbytes sent per rank per step: " + sema::humanBytes(static_cast<int64_t>(total)) +
          " (ring: 2(n−1)/n × bytes per all-reduce)\n";
   return out;
 }
 
-std::string planJson(const ir::Graph& g, const layout::Layout& l, const sema::Spec& spec) {
+std::string planJson(const ir::Graph& g, const layout::Layout& l, const prog::Program& p, const sema::Spec& spec) {
   std::vector<Collective> cs = collectives(g);
   json::Writer w;
   w.beginObject();
@@ -211,10 +200,11 @@ std::string planJson(const ir::Graph& g, const layout::Layout& l, const sema::Sp
     w.endObject();
   }
   w.endArray();
-  Memory m = memoryPerRank(g, spec);
+  Memory m = memoryPerRank(p, spec);
   w.key("memory").beginObject();
   w.key("parameters").value(m.parameters).key("gradients").value(m.gradients);
   w.key("optimizer_state").value(m.optimizer_state).key("peak_activations").value(m.peak_activations);
+  w.key("communication").value(m.communication);
   w.key("total").value(m.total()).endObject();
   w.key("bytes_sent_per_rank").value(static_cast<int64_t>(total));
   w.endObject();

@@ -9,28 +9,34 @@
 #include "compiler/layout/assign_placements.h"
 #include "compiler/sema/spec.h"
 #include "core/graph.h"
+#include "core/program.h"
 
 namespace dtl::plan {
 
+// Per rank, from the rank's program: parameters and gradients of the local
+// shapes, the optimiser's state, the buffer slots of the training schedule
+// (activations, inputs, the backward pass's values) and the communication
+// groups' buffers (gradient buckets).
 struct Memory {
-  int64_t parameters = 0, gradients = 0, optimizer_state = 0, peak_activations = 0;
+  int64_t parameters = 0, gradients = 0, optimizer_state = 0, peak_activations = 0, communication = 0;
   // Saturates at INT64_MAX (a plan that large fits nowhere).
   int64_t total() const {
     int64_t t = 0;
-    for (int64_t part : {parameters, gradients, optimizer_state, peak_activations})
+    for (int64_t part : {parameters, gradients, optimizer_state, peak_activations, communication})
       if (__builtin_add_overflow(t, part, &t)) return INT64_MAX;
     return t;
   }
 };
 
-Memory memoryPerRank(const ir::Graph& g, const sema::Spec& spec);
+Memory memoryPerRank(const prog::Program& p, const sema::Spec& spec);
 // The "memory per rank" lines of the text plan (a heading, then one indented
 // line per part and the total); `dtlc run` and `plan --device-memory` print
 // them when the plan does not fit.
 std::string memoryText(const Memory& m);
 
-std::string planText(const ir::Graph& g, const layout::Layout& l, const sema::Spec& spec);
-std::string planJson(const ir::Graph& g, const layout::Layout& l, const sema::Spec& spec);
+// `p` is rank 0's program of the laid-out graph `g`.
+std::string planText(const ir::Graph& g, const layout::Layout& l, const prog::Program& p, const sema::Spec& spec);
+std::string planJson(const ir::Graph& g, const layout::Layout& l, const prog::Program& p, const sema::Spec& spec);
 std::string planDot(const ir::Graph& g, const layout::Layout& l, const sema::Spec& spec);
 
 }  // namespace dtl::plan

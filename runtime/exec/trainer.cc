@@ -102,7 +102,7 @@ class Trainer {
   Trainer(const TrainConfig& c, std::string& err, bool tty) : c_(c), err_(err), tty_(tty), checkpoints_(c) {}
 
   int run() {
-    const ir::Graph& g = *c_.graph;
+    const prog::Program& g = *c_.program;
     backend_ = c_.reference_kernels ? makeReferenceBackend() : makeFastBackend();
     exec_ = std::make_unique<Executor>(g, *backend_);
     for (const auto& [axis, c] : c_.comms) exec_->setCommunicator(axis, c);
@@ -264,7 +264,7 @@ class Trainer {
   }
 
   bool microBatches(int64_t step, double& loss) {
-    const ir::Graph& g = *c_.graph;
+    const prog::Program& g = *c_.program;
     RunContext ctx;
     ctx.training = true;
     ctx.threads = c_.threads;
@@ -343,7 +343,7 @@ class Trainer {
   }
 
   bool evaluate(int64_t step, int64_t epoch) {
-    const ir::Graph& g = *c_.graph;
+    const prog::Program& g = *c_.program;
     data::LoaderOptions o;
     o.batch = c_.batch;
     o.shuffle = false;

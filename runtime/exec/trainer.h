@@ -12,6 +12,7 @@
 #include <functional>
 
 #include "core/graph.h"
+#include "core/program.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/data/loader.h"
 #include "runtime/optim/optimizer.h"
@@ -37,7 +38,7 @@ struct Period {
 };
 
 struct TrainConfig {
-  const ir::Graph* graph = nullptr;
+  const prog::Program* program = nullptr;  // this rank's (compiler/program)
   std::string model;
   std::vector<ParamSpec> params;
   std::vector<data::FieldSpec> train_fields, eval_fields;

@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "compiler/driver/frontend.h"
+#include "compiler/program/plan_program.h"
 #include "runtime/exec/executor.h"
 
 namespace dtl::rt::testing {
@@ -186,7 +187,8 @@ void checkExecutor(const char* spec, bool reference) {
     ASSERT_TRUE(o.status.ok) << "%" << n.id << ": " << o.status.message;
     v[id] = std::move(o.out);
   }
-  Executor ex(g, *be);
+  const prog::Program program = program::planProgram(g);
+  Executor ex(program, *be);
   for (auto& [path, b] : params) ex.bindParam(path, b.f.data());
   for (auto& [name, b] : inputs)
     ex.setInput(name, isFloat(b.dtype) ? static_cast<const void*>(b.f.data()) : static_cast<const void*>(b.i.data()),

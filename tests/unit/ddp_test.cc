@@ -1,5 +1,5 @@
-// Data parallelism with ranks as threads: the graph the layout pass derives
-// for N ranks (per-rank batch B/N), run by N executors over a shared-memory
+// Data parallelism with ranks as threads: the program the layout pass and
+// the planner derive for each of N ranks (per-rank batch B/N), run by N executors over a shared-memory
 // communicator, gives every rank the one-rank gradients of the whole batch B;
 // and its gradient buckets start while the backward pass is still running.
 #include <gtest/gtest.h>
@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "compiler/driver/frontend.h"
+#include "compiler/program/plan_program.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/exec/executor.h"
 
@@ -72,10 +73,12 @@ struct RankResult {
 };
 
 // One rank: its slice of the global batch through the executor.
-RankResult runRank(const ir::Graph& g, Problem p, int rank, int world, comm::Communicator* c) {
+RankResult runRank(const driver::Frontend& fe, Problem p, int rank, int world, comm::Communicator* c) {
   RankResult r;
+  const ir::Graph& g = fe.graph();
+  const prog::Program program = program::planProgram(g, fe.layout(), layout::meshCoords(fe.layout().mesh, rank));
   std::unique_ptr<Backend> backend = makeFastBackend();
-  Executor ex(g, *backend);
+  Executor ex(program, *backend);
   if (c) ex.setCommunicator("dp", c);
   for (auto& [path, v] : p.params) ex.bindParam(path, v.data());
   int64_t b = 12 / world;
@@ -96,7 +99,7 @@ RankResult runRank(const ir::Graph& g, Problem p, int rank, int world, comm::Com
   return r;
 }
 
-std::vector<RankResult> runWorld(const ir::Graph& g, const Problem& p, int world) {
+std::vector<RankResult> runWorld(const driver::Frontend& fe, const Problem& p, int world) {
   std::vector<RankResult> out(static_cast<size_t>(world));
   auto store = comm::makeMemoryStore();
   std::vector<std::thread> threads;
@@ -108,7 +111,7 @@ std::vector<RankResult> runWorld(const ir::Graph& g, const Problem& p, int world
         out[static_cast<size_t>(r)].error = s.message;
         return;
       }
-      out[static_cast<size_t>(r)] = runRank(g, p, r, world, c.get());
+      out[static_cast<size_t>(r)] = runRank(fe, p, r, world, c.get());
     });
   }
   for (std::thread& t : threads) t.join();
@@ -124,9 +127,9 @@ TEST_P(Ddp, EveryRankGetsTheOneRankGradientsOfTheGlobalBatch) {
   auto one = compile(mlpSpec(""), 1);
   auto many = compile(mlpSpec(""), world);
   Problem p = problem(one->fe.graph());
-  RankResult ref = runRank(one->fe.graph(), p, 0, 1, nullptr);
+  RankResult ref = runRank(one->fe, p, 0, 1, nullptr);
   ASSERT_TRUE(ref.error.empty()) << ref.error;
-  std::vector<RankResult> ranks = runWorld(many->fe.graph(), p, world);
+  std::vector<RankResult> ranks = runWorld(many->fe, p, world);
   for (int r = 0; r < world; ++r) {
     const RankResult& got = ranks[static_cast<size_t>(r)];
     ASSERT_TRUE(got.error.empty()) << "rank " << r << ": " << got.error;
@@ -161,7 +164,7 @@ TEST(DdpOverlap, FirstBucketStartsBeforeTheBackwardPassEnds) {
   auto many = compile(mlpSpec(""), 2);
   const ir::Graph& g = many->fe.graph();
   ASSERT_GE(g.buckets.size(), 2u) << "the 1 KiB cap should make several buckets";
-  std::vector<RankResult> ranks = runWorld(g, problem(g), 2);
+  std::vector<RankResult> ranks = runWorld(many->fe, problem(g), 2);
   int backward_end = lastGradientNode(g);
   for (const RankResult& r : ranks) {
     ASSERT_TRUE(r.error.empty()) << r.error;
@@ -179,7 +182,7 @@ TEST(DdpOverlap, FirstBucketStartsBeforeTheBackwardPassEnds) {
 TEST(DdpOverlap, OverlapOffKeepsEveryBucketToTheEnd) {
   auto many = compile(mlpSpec("; overlap = false"), 2);
   const ir::Graph& g = many->fe.graph();
-  std::vector<RankResult> ranks = runWorld(g, problem(g), 2);
+  std::vector<RankResult> ranks = runWorld(many->fe, problem(g), 2);
   int backward_end = lastGradientNode(g);
   for (const RankResult& r : ranks) {
     ASSERT_TRUE(r.error.empty()) << r.error;

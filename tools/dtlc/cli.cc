@@ -6,6 +6,7 @@
 
 #include "compiler/driver/frontend.h"
 #include "compiler/layout/print_layout.h"
+#include "compiler/program/plan_program.h"
 #include "compiler/sema/print_sema.h"
 #include "compiler/syntax/print_ast.h"
 #include "tools/dtlc/compile_spec.h"
@@ -48,27 +49,34 @@ const char* kCheckHelp =
     "  --emit=STAGE         print a stage's output instead of the summary:\n"
     "                       ast (the syntax tree), sema (the checked model),\n"
     "                       ir (the forward graph), grad (forward, backward\n"
-    "                       and optimiser updates) or layout (the graph laid out\n"
-    "                       on the mesh: placements, collectives, buckets; the\n"
-    "                       %N ids `dtlc plan` names)\n"
+    "                       and optimiser updates), layout (the graph laid out\n"
+    "                       on the mesh: placements, local shapes, collectives,\n"
+    "                       buckets; the %N ids `dtlc plan` names) or program\n"
+    "                       (rank 0's program: instructions, communication\n"
+    "                       groups, buffer slots)\n"
     "  -h, --help           this help\n"
     "\n"
     "Rules and settings this build cannot run yet (a `split` of a dim other than\n"
     "batch, zero, pipeline, recompute, reduce_dtype, precision) are warnings here\n"
-    "and errors for `dtlc plan` and `dtlc run` (and --emit=layout).\n"
+    "and errors for `dtlc plan` and `dtlc run` (and --emit=layout|program).\n"
     "\n"
     "exit status: 0 the spec is good, 1 the spec has errors, 2 usage error\n";
 
-// --emit=layout: the laid-out graph, on a mesh with every size known.
-int emitLayout(const driver::Frontend& fe, std::string& out, std::string& err) {
+// --emit=layout and --emit=program: the laid-out graph or rank 0's
+// program, on a mesh with every size known.
+int emitLayout(const driver::Frontend& fe, bool program, std::string& out, std::string& err) {
   for (const auto& a : fe.spec().parallel.mesh) {
     if (a.is_auto && a.size == 0) {
-      err += "dtlc check: the mesh has `" + a.name + " = auto`; --emit=layout needs the world size: --world N\n";
+      err += "dtlc check: the mesh has `" + a.name + " = auto`; --emit=" + (program ? "program" : "layout") +
+             " needs the world size: --world N\n";
       return 2;
     }
   }
   if (int rc = layoutRefusals(fe, "check", err); rc != 0) return rc;
-  out += layout::printLayout(fe.graph(), fe.layout());
+  if (program)
+    out += prog::printProgram(program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0)));
+  else
+    out += layout::printLayout(fe.graph(), fe.layout());
   return 0;
 }
 
@@ -80,7 +88,7 @@ int check(const std::vector<std::string>& args, std::string& out, std::string& e
                         .text("--format", format, "a value", {"text", "json"})
                         .integer("--world", opt.world, "a positive number of ranks", 1, 1000000)
                         .list("--set", opt.sets, "KEY=VALUE")
-                        .text("--emit", emit, "a stage", {"ast", "sema", "ir", "grad", "layout"})
+                        .text("--emit", emit, "a stage", {"ast", "sema", "ir", "grad", "layout", "program"})
                         .parse(args, spec, help);
   if (help) {
     out += kCheckHelp;
@@ -98,12 +106,12 @@ int check(const std::vector<std::string>& args, std::string& out, std::string& e
   driver::Stop stop = emit == "ast"      ? driver::Stop::Ast
                       : emit == "ir"     ? driver::Stop::Ir
                       : emit == "grad"   ? driver::Stop::Grad
-                      : emit == "layout" ? driver::Stop::Plan
-                                         : driver::Stop::Sema;
+                      : emit == "layout" || emit == "program" ? driver::Stop::Plan
+                                                              : driver::Stop::Sema;
   // A layout of what is not built yet would be wrong: refused as plan refuses it.
-  opt.refuse_unbuilt = emit == "layout";
+  opt.refuse_unbuilt = emit == "layout" || emit == "program";
   if (int rc = compileSpec(fe, "check", spec, opt, stop, err, format == "json"); rc != 0) return rc;
-  if (emit == "layout") return emitLayout(fe, out, err);
+  if (emit == "layout" || emit == "program") return emitLayout(fe, emit == "program", out, err);
   if (emit == "ast") {
     for (const auto& m : fe.program().modules)
       if (m->file == fe.program().spec_file) out += syntax::printAst(*m);

@@ -1,5 +1,6 @@
 #include "tools/dtlc/memory_check.h"
 
+#include "compiler/program/plan_program.h"
 #include "compiler/sema/print_sema.h"
 #include "runtime/launch/host_memory.h"
 
@@ -21,7 +22,8 @@ std::string memoryRefusal(const plan::Memory& per_rank, int64_t ranks, int64_t a
 int checkRunMemory(const driver::Frontend& fe, int64_t local_ranks, std::string& err) {
   rt::launch::HostMemory host = rt::launch::readHostMemory();
   if (host.available < 0) return 0;  // nothing to compare with
-  std::string no = memoryRefusal(plan::memoryPerRank(fe.graph(), fe.spec()), local_ranks, host.available,
+  const prog::Program rank0 = program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0));
+  std::string no = memoryRefusal(plan::memoryPerRank(rank0, fe.spec()), local_ranks, host.available,
                                  "available (" + host.what + ")",
                                  "lower train.batch or the model's dims, or start fewer ranks on this machine; "
                                  "--ignore-memory-check starts it anyway");

@@ -2,6 +2,7 @@
 
 #include "compiler/driver/frontend.h"
 #include "compiler/plan/plan.h"
+#include "compiler/program/plan_program.h"
 #include "tools/dtlc/compile_spec.h"
 #include "tools/dtlc/flags.h"
 #include "tools/dtlc/memory_check.h"
@@ -71,17 +72,19 @@ int planCommand(const std::vector<std::string>& args, std::string& out, std::str
   }
   if (int rc = layoutRefusals(fe, "plan", err); rc != 0) return rc;
   const sema::Spec& s = fe.spec();
+  // Every rank's program needs the same memory: splits are even.
+  const prog::Program rank0 = program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0));
   if (device_memory > 0) {
-    std::string no = memoryRefusal(plan::memoryPerRank(fe.graph(), s), 1, device_memory, "of --device-memory",
+    std::string no = memoryRefusal(plan::memoryPerRank(rank0, s), 1, device_memory, "of --device-memory",
                                    "lower train.batch or the model's dims, or plan for a device with more memory");
     if (!no.empty()) {
       err += "dtlc plan: " + no;
       return 1;
     }
   }
-  out += format == "json" ? plan::planJson(fe.graph(), fe.layout(), s)
+  out += format == "json" ? plan::planJson(fe.graph(), fe.layout(), rank0, s)
          : format == "dot" ? plan::planDot(fe.graph(), fe.layout(), s)
-                           : plan::planText(fe.graph(), fe.layout(), s);
+                           : plan::planText(fe.graph(), fe.layout(), rank0, s);
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include <cstdlib>
 
 #include "compiler/driver/frontend.h"
+#include "compiler/program/plan_program.h"
 #include "compiler/sema/print_sema.h"
 #include "core/cpus.h"
 #include "core/graph.h"
@@ -172,7 +173,6 @@ rt::Period period(const sema::Every& e) { return rt::Period{e.present ? e.count 
 rt::TrainConfig makeConfig(const driver::Frontend& fe, const RunFlags& f) {
   const sema::Spec& spec = fe.spec();
   rt::TrainConfig c;
-  c.graph = &fe.graph();
   c.model = spec.model.name;
   for (const sema::ParamInfo& p : spec.model.params) {
     rt::ParamSpec ps;
@@ -439,6 +439,10 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
       return 1;
     }
   }
+  // This rank's program: the laid-out graph at its mesh coordinates.
+  const prog::Program program =
+      program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, ranked ? env.rank : 0));
+  config.program = &program;
   std::string train_err;
   int rc = rt::train(config, train_err, isatty(1) != 0 && env.rank == 0);
   if (rc != 0) err += "dtlc run: " + (world > 1 ? "[rank " + std::to_string(env.rank) + "] " : std::string()) + train_err;

@@ -1,0 +1,89 @@
+#include "compiler/program/assign_slots.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace dtl::program {
+
+namespace {
+
+using prog::Instr;
+using prog::Storage;
+
+constexpr int kEnd = std::numeric_limits<int>::max();
+
+// The value whose memory `v` is (itself unless it aliases another).
+int root(const prog::Schedule& s, int v) {
+  while (s.storage[static_cast<size_t>(v)].kind == Storage::Alias) v = s.storage[static_cast<size_t>(v)].index;
+  return v;
+}
+
+}  // namespace
+
+void assignSlots(prog::Program& p, prog::Schedule& s, const std::vector<bool>& keep) {
+  const size_t n = p.nodes.size();
+  std::vector<int> def(n, kEnd), last(n, -1);
+  for (size_t pos = 0; pos < s.instrs.size(); ++pos) {
+    const Instr& in = s.instrs[pos];
+    const int at = static_cast<int>(pos);
+    if (in.kind == Instr::Run) {
+      def[static_cast<size_t>(in.id)] = std::min(def[static_cast<size_t>(in.id)], at);
+      for (int x : p[in.id].inputs) last[static_cast<size_t>(x)] = std::max(last[static_cast<size_t>(x)], at);
+      continue;
+    }
+    // A group writes its members from its start and reads their operands
+    // until it is waited for.
+    for (int m : p.groups[static_cast<size_t>(in.id)].members) {
+      if (in.kind == Instr::Start) def[static_cast<size_t>(m)] = std::min(def[static_cast<size_t>(m)], at);
+      for (int x : p[m].inputs) last[static_cast<size_t>(x)] = std::max(last[static_cast<size_t>(x)], at);
+    }
+  }
+  for (size_t v = 0; v < n; ++v) {
+    if (def[v] == kEnd) continue;
+    if (keep[v]) last[v] = kEnd;
+    last[v] = std::max(last[v], def[v]);  // a value nothing reads is freed right after it is made
+  }
+  // A view's life is its source's: fold each alias into its root (the
+  // copies of a stack are written before the stack's own node runs).
+  for (size_t v = 0; v < n; ++v) {
+    if (def[v] == kEnd || s.storage[v].kind != Storage::Alias) continue;
+    const size_t r = static_cast<size_t>(root(s, static_cast<int>(v)));
+    def[r] = std::min(def[r], def[v]);
+    last[r] = std::max(last[r], last[v]);
+  }
+  std::vector<std::vector<int>> born(s.instrs.size()), dies(s.instrs.size());
+  for (size_t v = 0; v < n; ++v) {
+    if (s.storage[v].kind != Storage::Slot || def[v] == kEnd) continue;
+    born[static_cast<size_t>(def[v])].push_back(static_cast<int>(v));
+    if (last[v] != kEnd) dies[static_cast<size_t>(last[v])].push_back(static_cast<int>(v));
+  }
+  std::vector<int> free;  // slot ids
+  for (size_t pos = 0; pos < s.instrs.size(); ++pos) {
+    for (int v : born[pos]) {
+      // A size past int64 saturates (the memory check refuses it before a run).
+      const int64_t need = std::max<int64_t>(p[v].shape.elements().value_or(INT64_MAX / 4), 1);
+      // Best fit among the free slots; else the largest free one, grown.
+      int best = -1, largest = -1;
+      for (int k : free) {
+        const int64_t cap = s.slot_words[static_cast<size_t>(k)];
+        if (cap >= need && (best < 0 || cap < s.slot_words[static_cast<size_t>(best)])) best = k;
+        if (largest < 0 || cap > s.slot_words[static_cast<size_t>(largest)]) largest = k;
+      }
+      int slot = best >= 0 ? best : largest;
+      if (slot < 0) {
+        slot = static_cast<int>(s.slot_words.size());
+        s.slot_words.push_back(need);
+      } else {
+        free.erase(std::find(free.begin(), free.end(), slot));
+        s.slot_words[static_cast<size_t>(slot)] = std::max(s.slot_words[static_cast<size_t>(slot)], need);
+      }
+      s.storage[static_cast<size_t>(v)].index = slot;
+    }
+    for (int v : dies[pos]) {
+      free.push_back(s.storage[static_cast<size_t>(v)].index);
+      s.instrs[pos].frees.push_back(v);
+    }
+  }
+}
+
+}  // namespace dtl::program

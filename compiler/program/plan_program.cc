@@ -1,0 +1,253 @@
+// Planning, in order:
+// 1. Local form: every node's shape becomes this rank's local shape.
+// 2. Communication groups: each gradient bucket is one group (a flat
+//    buffer); every other collective is a group of its own.
+// 3. Per schedule, the instruction list: nodes in graph order; a group
+//    starts right after the value named by its `start_after` is ready and
+//    is waited for before the first instruction that reads a member.
+// 4. Per schedule, storage: views (parameters, reshapes, leading-dim slices
+//    of parameters) alias their source; in training, a gradient whose only
+//    reader is its bucket's all-reduce is computed into the bucket, a stacked
+//    copy's gradient into its block of the stack, and a parameter's gradient
+//    into the caller's memory when bound; everything else gets a buffer slot
+//    from liveness (assign_slots.cc).
+#include "compiler/program/plan_program.h"
+
+#include <algorithm>
+#include <map>
+
+#include "compiler/program/assign_slots.h"
+
+namespace dtl::program {
+
+namespace {
+
+using ir::Node;
+using ir::Op;
+using prog::Instr;
+using prog::Schedule;
+using prog::Storage;
+
+bool isCollective(Op op) { return op == Op::AllReduce || op == Op::AllGather || op == Op::ReduceScatter; }
+
+int64_t elements(const Node& n) { return n.shape.elements().value_or(0); }
+
+class Planner {
+ public:
+  Planner(const ir::Graph& g, prog::Program& p) : g_(g), p_(p), n_(g.nodes.size()) {}
+
+  void run() {
+    groups();
+    p_.train = schedule(true);
+    p_.eval = schedule(false);
+  }
+
+ private:
+  void groups() {
+    group_of_.assign(n_, -1);
+    for (const ir::Bucket& b : g_.buckets) {
+      prog::Group grp;
+      grp.id = static_cast<int>(p_.groups.size());
+      grp.axis = b.axis;
+      grp.members = b.members;
+      grp.bucket = b.id;
+      grp.start_after = b.start_after;
+      for (int m : b.members) {
+        group_of_[static_cast<size_t>(m)] = grp.id;
+        offset_[m] = grp.elements;
+        grp.elements += elements(p_[m]);
+      }
+      p_.groups.push_back(std::move(grp));
+    }
+    for (const Node& n : g_.nodes) {
+      if (!isCollective(n.op) || group_of_[static_cast<size_t>(n.id)] >= 0) continue;
+      prog::Group grp;
+      grp.id = static_cast<int>(p_.groups.size());
+      grp.op = n.op;
+      grp.axis = n.name;
+      grp.members = {n.id};
+      grp.start_after = n.inputs[0];
+      group_of_[static_cast<size_t>(n.id)] = grp.id;
+      p_.groups.push_back(std::move(grp));
+    }
+  }
+
+  // The nodes a schedule computes: all but the updates (the optimiser runs
+  // outside the program in this version), or the forward pass and the
+  // collectives after it that make the loss and metrics global.
+  std::vector<bool> members(bool train) const {
+    std::vector<bool> in(n_, false);
+    for (const Node& n : g_.nodes) in[static_cast<size_t>(n.id)] = train ? n.op != Op::Update : n.id < g_.forward_end;
+    if (train) return in;
+    std::vector<int> reads = {g_.loss};
+    for (const auto& [name, id] : g_.metrics) reads.push_back(id);
+    for (int id : reads)
+      for (; id >= g_.forward_end; id = g_[id].inputs.empty() ? -1 : g_[id].inputs[0]) in[static_cast<size_t>(id)] = true;
+    return in;
+  }
+
+  Schedule schedule(bool train) {
+    Schedule s;
+    const std::vector<bool> in = members(train);
+    order(s, in);
+    s.storage.assign(n_, Storage{});
+    for (const Node& n : g_.nodes)
+      if (in[static_cast<size_t>(n.id)]) s.storage[static_cast<size_t>(n.id)] = storage(n, train);
+    if (train) placeTraining(s);
+    assignSlots(p_, s, kept());
+    return s;
+  }
+
+  // 3. The instruction list.
+  void order(Schedule& s, const std::vector<bool>& in) {
+    std::vector<bool> started(p_.groups.size(), false), waited(p_.groups.size(), false);
+    std::multimap<int, int> starts;  // value → groups it starts
+    for (const prog::Group& grp : p_.groups)
+      if (in[static_cast<size_t>(grp.members[0])]) starts.emplace(grp.start_after, grp.id);
+    std::vector<int> ready;
+    auto markReady = [&](int v) {
+      ready.push_back(v);
+      while (!ready.empty()) {
+        int r = ready.back();
+        ready.pop_back();
+        auto [lo, hi] = starts.equal_range(r);
+        for (auto it = lo; it != hi; ++it) {
+          s.instrs.push_back(Instr{Instr::Start, it->second, {}});
+          started[static_cast<size_t>(it->second)] = true;
+        }
+      }
+    };
+    auto wait = [&](int grp) {
+      if (waited[static_cast<size_t>(grp)]) return;
+      if (!started[static_cast<size_t>(grp)]) s.instrs.push_back(Instr{Instr::Start, grp, {}});
+      started[static_cast<size_t>(grp)] = waited[static_cast<size_t>(grp)] = true;
+      s.instrs.push_back(Instr{Instr::Wait, grp, {}});
+      for (int m : p_.groups[static_cast<size_t>(grp)].members) markReady(m);
+    };
+    for (const Node& n : g_.nodes) {
+      if (!in[static_cast<size_t>(n.id)] || group_of_[static_cast<size_t>(n.id)] >= 0) continue;
+      for (int x : n.inputs)
+        if (group_of_[static_cast<size_t>(x)] >= 0) wait(group_of_[static_cast<size_t>(x)]);
+      s.instrs.push_back(Instr{Instr::Run, n.id, {}});
+      markReady(n.id);
+    }
+    for (size_t grp = 0; grp < p_.groups.size(); ++grp)
+      if (started[grp]) wait(static_cast<int>(grp));
+  }
+
+  // 4. Storage in any schedule: views, group members, slots.
+  Storage storage(const Node& n, bool train) const {
+    const int grp = group_of_[static_cast<size_t>(n.id)];
+    if (n.op == Op::Param) return {Storage::Param, -1, 0};
+    if (n.op == Op::Reshape) return {Storage::Alias, n.inputs[0], 0};
+    if (n.op == Op::Slice && paramView(n.id)) return {Storage::Alias, n.inputs[0], n.index * elements(p_[n.id])};
+    if (grp >= 0 && p_.groups[static_cast<size_t>(grp)].bucket >= 0)
+      return train ? Storage{Storage::Group, grp, offset_.at(n.id)} : Storage{};
+    return {Storage::Slot, -1, 0};
+  }
+
+  // A Param, a Reshape of a view, a Slice of a view over its leading dim.
+  bool paramView(int id) const {
+    const Node& n = g_[id];
+    if (n.op == Op::Param) return true;
+    if (n.op == Op::Reshape) return paramView(n.inputs[0]);
+    if (n.op == Op::Slice && !n.names.empty()) return paramView(n.inputs[0]) && g_[n.inputs[0]].shape.find(n.names[0]) == 0;
+    return false;
+  }
+
+  // Can a kernel compute this value straight into other memory? Not when it
+  // is a view or fed, or not a float.
+  bool computed(const Node& n) const {
+    return n.op != Op::Param && n.op != Op::Input && n.op != Op::Reshape && n.op != Op::Slice && n.op != Op::Update &&
+           !isCollective(n.op) && isFloat(n.dtype);
+  }
+
+  // 4, training only: into buckets, into stacks, into the caller's memory.
+  void placeTraining(Schedule& s) const {
+    std::vector<int> readers(n_, 0), last(n_, -1), stack_slots(n_, 0);
+    for (const Node& n : g_.nodes) {
+      if (n.op == Op::Update) continue;
+      for (int x : n.inputs) {
+        ++readers[static_cast<size_t>(x)];
+        last[static_cast<size_t>(x)] = std::max(last[static_cast<size_t>(x)], n.id);
+        if (n.op == Op::SliceGrad) ++stack_slots[static_cast<size_t>(x)];
+      }
+    }
+    std::vector<bool> elsewhere(n_, false);
+    for (const prog::Group& grp : p_.groups) {
+      if (grp.bucket < 0) continue;
+      for (int m : grp.members) {
+        const Node& src = g_[g_[m].inputs[0]];
+        if (readers[static_cast<size_t>(src.id)] == 1 && src.id >= g_.forward_end && computed(src) &&
+            elements(p_[src.id]) == elements(p_[m])) {
+          s.storage[static_cast<size_t>(src.id)] = {Storage::Group, grp.id, offset_.at(m)};
+          elsewhere[static_cast<size_t>(src.id)] = true;
+        }
+      }
+    }
+    const std::vector<bool> keep = kept();
+    for (const Node& st : g_.nodes) {
+      if (st.op != Op::SliceGrad || st.names.empty() || st.shape.find(st.names[0]) != 0) continue;
+      const Node& local = p_[st.id];
+      const int64_t per = elements(local) / std::max<int64_t>(local.shape.dims[0].size, 1);
+      for (size_t k = 0; k < st.inputs.size(); ++k) {
+        const int x = st.inputs[k];
+        const size_t xi = static_cast<size_t>(x);
+        // Not when something reads the copy after the stack is made: the
+        // stack may be all-reduced in place by then (its bucket).
+        if (x < g_.forward_end || keep[xi] || elsewhere[xi] || stack_slots[xi] != 1 || !computed(g_[x]) ||
+            g_[x].dtype != st.dtype || elements(p_[x]) != per || last[xi] > st.id)
+          continue;
+        s.storage[xi] = {Storage::Alias, st.id, (st.index + static_cast<int64_t>(k)) * per};
+        elsewhere[xi] = true;
+      }
+    }
+    std::map<int, int> paths;  // gradient node → parameters it is the gradient of
+    for (const auto& [path, id] : g_.grads) ++paths[id];
+    for (const auto& [id, count] : paths) {
+      const Node& n = g_[id];
+      if (count == 1 && id >= g_.forward_end && computed(n) && !elsewhere[static_cast<size_t>(id)] &&
+          s.storage[static_cast<size_t>(id)].kind == Storage::Slot)
+        s.storage[static_cast<size_t>(id)] = {Storage::Output, -1, 0};
+    }
+  }
+
+  // What the caller reads after a run: the loss, the metrics, the gradients.
+  std::vector<bool> kept() const {
+    std::vector<bool> keep(n_, false);
+    if (g_.loss >= 0) keep[static_cast<size_t>(g_.loss)] = true;
+    for (const auto& [name, id] : g_.metrics) keep[static_cast<size_t>(id)] = true;
+    for (const auto& [path, id] : g_.grads) keep[static_cast<size_t>(id)] = true;
+    return keep;
+  }
+
+  const ir::Graph& g_;
+  prog::Program& p_;
+  const size_t n_;
+  std::vector<int> group_of_;
+  std::map<int, int64_t> offset_;  // bucket member → its offset in the flat buffer
+};
+
+}  // namespace
+
+prog::Program planProgram(const ir::Graph& g, const layout::Layout& layout, const std::vector<int64_t>& coords) {
+  prog::Program p;
+  p.mesh = layout.mesh;
+  p.coords = coords;
+  p.coords.resize(p.mesh.size(), 0);
+  p.nodes = g.nodes;
+  p.placement = layout.of;
+  p.placement.resize(g.nodes.size(), std::vector<layout::Placement>(p.mesh.size()));
+  for (ir::Node& n : p.nodes) n.shape = layout::localShape(n.shape, p.placement[static_cast<size_t>(n.id)], p.mesh);
+  p.loss = g.loss;
+  p.forward_end = g.forward_end;
+  p.metrics = g.metrics;
+  p.grads = g.grads;
+  p.buckets = g.buckets;
+  Planner(g, p).run();
+  return p;
+}
+
+prog::Program planProgram(const ir::Graph& g) { return planProgram(g, layout::Layout{}, {}); }
+
+}  // namespace dtl::program

@@ -1,0 +1,24 @@
+// The program planner: the laid-out training graph and one rank's mesh
+// coordinates → that rank's program (core/program.h). It decides, once and
+// before anything runs, what the executor used to work out while running:
+// local shapes, which values are views, which gradients are computed
+// straight into their bucket or their stack, where each communication
+// group starts and is waited for, and a buffer slot for every other value
+// from liveness. `dtlc plan` reads the same program's memory.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/graph.h"
+#include "core/placement.h"
+#include "core/program.h"
+
+namespace dtl::program {
+
+prog::Program planProgram(const ir::Graph& g, const layout::Layout& layout, const std::vector<int64_t>& coords);
+
+// The one-rank program of a graph that was not laid out (tests, tools).
+prog::Program planProgram(const ir::Graph& g);
+
+}  // namespace dtl::program

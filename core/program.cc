@@ -1,0 +1,81 @@
+#include "core/program.h"
+
+namespace dtl::prog {
+
+namespace {
+
+int64_t wordBytes(const std::vector<int64_t>& words) {
+  int64_t total = 0, b = 0;
+  for (int64_t w : words)
+    if (__builtin_mul_overflow(w, 4, &b) || __builtin_add_overflow(total, b, &total)) return INT64_MAX;
+  return total;
+}
+
+std::string storageText(const Storage& s) {
+  switch (s.kind) {
+    case Storage::None: return "-";
+    case Storage::Slot: return "slot " + std::to_string(s.index);
+    case Storage::Param: return "param";
+    case Storage::Alias: return "view of %" + std::to_string(s.index) + (s.offset ? " +" + std::to_string(s.offset) : "");
+    case Storage::Group: return "group " + std::to_string(s.index) + " +" + std::to_string(s.offset);
+    case Storage::Output: return "output";
+  }
+  return "?";
+}
+
+std::string groupText(const Program& p, const Group& g) {
+  std::string s = std::string(ir::opName(g.op)) + " over " + g.axis;
+  if (g.bucket >= 0) s += ", bucket " + std::to_string(g.bucket) + " (" + std::to_string(g.elements * 4) + " B)";
+  s += ":";
+  for (int m : g.members) s += " %" + std::to_string(m);
+  return s;
+}
+
+std::string scheduleText(const Program& p, const Schedule& s, const char* name) {
+  std::string out = std::string(name) + ": " + std::to_string(s.instrs.size()) + " instructions, " +
+                    std::to_string(s.slot_words.size()) + " buffer slots, " + std::to_string(s.slotBytes()) + " B\n";
+  for (const Instr& in : s.instrs) {
+    std::string line;
+    if (in.kind == Instr::Run) {
+      const ir::Node& n = p[in.id];
+      line = "  run   " + ir::printNode(n, "-> " + storageText(s.storage[static_cast<size_t>(in.id)]));
+      line.pop_back();
+    } else {
+      line = std::string(in.kind == Instr::Start ? "  start " : "  wait  ") + "group " + std::to_string(in.id);
+      if (in.kind == Instr::Start) line += ": " + groupText(p, p.groups[static_cast<size_t>(in.id)]);
+    }
+    if (!in.frees.empty()) {
+      line += "  ; frees";
+      for (int v : in.frees) line += " %" + std::to_string(v);
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+int64_t Schedule::slotBytes() const { return wordBytes(slot_words); }
+
+int64_t Program::groupBytes() const {
+  std::vector<int64_t> words;
+  for (const Group& g : groups) words.push_back(g.elements);
+  return wordBytes(words);
+}
+
+std::string printProgram(const Program& p) {
+  std::string out = "program for";
+  if (p.mesh.empty()) out += " one rank";
+  for (size_t a = 0; a < p.mesh.size(); ++a)
+    out += " " + p.mesh[a].name + "=" + std::to_string(p.coords[a]) + "/" + std::to_string(p.mesh[a].size);
+  out += "\n";
+  for (const Group& g : p.groups) out += "group " + std::to_string(g.id) + ": " + groupText(p, g) + "\n";
+  out += scheduleText(p, p.train, "train");
+  out += scheduleText(p, p.eval, "eval");
+  out += "loss %" + std::to_string(p.loss) + "\n";
+  for (const auto& [name, id] : p.metrics) out += "metric " + name + " %" + std::to_string(id) + "\n";
+  for (const auto& [path, id] : p.grads) out += "grad " + path + " %" + std::to_string(id) + "\n";
+  return out;
+}
+
+}  // namespace dtl::prog

@@ -1,0 +1,94 @@
+// The per-rank program (shared by compiler and runtime): what one rank runs,
+// as data. The program planner (compiler/program/plan_program.cc) makes it
+// from the laid-out training graph and the rank's mesh coordinates; the
+// executor (runtime/exec) only follows it; `dtlc check --emit=program`
+// prints it and `dtlc plan` reads its memory.
+//
+// - `nodes` are the laid-out graph's nodes (same ids) in their local form:
+//   every shape is this rank's local shape (core/placement.h localShape).
+// - Every collective belongs to a communication group started and waited
+//   as one: a gradient bucket (members packed in one flat buffer), or a
+//   single collective. A group starts when its `start_after` value is ready
+//   and is waited for right before the first instruction that reads one of
+//   its results (or at the end of the run), so bucket overlap and, later,
+//   prefetching are the same mechanism.
+// - Two schedules: `train` (forward and backward) and `eval` (the forward
+//   pass and what makes the loss and metrics global). Each gives every value
+//   its storage and numbers the executor's buffer slots from liveness.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/graph.h"
+#include "core/placement.h"
+
+namespace dtl::prog {
+
+// Where a value is during a run of one schedule.
+struct Storage {
+  enum Kind : uint8_t {
+    None,    // not computed by this schedule
+    Slot,    // buffer slot `index` (the executor allocates each slot once)
+    Param,   // the caller's parameter memory, bound by path
+    Alias,   // element `offset` of value `index`'s storage: a reshape, a leading-dim slice of a
+             // parameter, a stacked copy's gradient computed into its block of the stack
+    Group,   // element `offset` of communication group `index`'s flat buffer
+    Output,  // a parameter's gradient: the caller's memory when bound, else a buffer of its own
+  } kind = None;
+  int index = -1;
+  int64_t offset = 0;
+};
+
+struct Instr {
+  enum Kind : uint8_t {
+    Run,    // compute (or feed, or view) node `id`
+    Start,  // start communication group `id`
+    Wait,   // wait for communication group `id`
+  } kind = Run;
+  int id = -1;
+  std::vector<int> frees;  // values whose storage is free once this instruction is done
+};
+
+struct Group {
+  int id = 0;
+  ir::Op op = ir::Op::AllReduce;
+  std::string axis;
+  std::vector<int> members;  // collective nodes, in production order
+  int bucket = -1;           // the gradient bucket it is (graph.buckets), or -1: a single collective
+  int start_after = -1;      // the value whose readiness starts it
+  int64_t elements = 0;      // a bucket's flat buffer; 0 for a single collective
+};
+
+struct Schedule {
+  std::vector<Instr> instrs;
+  std::vector<Storage> storage;      // per node
+  std::vector<int64_t> slot_words;   // per buffer slot: its size in 4-byte words
+  int64_t slotBytes() const;  // saturates at INT64_MAX
+};
+
+struct Program {
+  std::vector<layout::MeshAxis> mesh;
+  std::vector<int64_t> coords;  // this rank's place on each axis
+  std::vector<ir::Node> nodes;  // local form, ids of the laid-out graph
+  std::vector<std::vector<layout::Placement>> placement;  // per node, per axis
+  std::vector<Group> groups;
+  Schedule train, eval;
+  int loss = -1;
+  int forward_end = 0;
+  std::vector<std::pair<std::string, int>> metrics;
+  std::vector<std::pair<std::string, int>> grads;  // parameter path → its gradient's node
+  std::vector<ir::Bucket> buckets;                 // the bucketing pass's, for reporting
+
+  const ir::Node& operator[](int id) const { return nodes[static_cast<size_t>(id)]; }
+  int64_t groupBytes() const;  // saturates at INT64_MAX
+};
+
+// `dtlc check --emit=program`: the mesh and coordinates, each schedule's
+// instructions with the node, its local shape and storage, and what each
+// instruction frees; slot and buffer totals.
+std::string printProgram(const Program& p);
+
+}  // namespace dtl::prog

@@ -1,0 +1,183 @@
+// The program planner: local shapes from placements, and a storage plan the
+// executor can follow blindly. Every schedule of every sample (one rank and
+// laid out over four) is simulated slot by slot: no value is written into a
+// slot another live value holds, every read finds its value still there, a
+// collective's operands stay put until its group is waited for, and what
+// the caller reads after a run (loss, metrics, gradients) survives to the end.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "compiler/driver/frontend.h"
+#include "compiler/program/plan_program.h"
+#include "core/program.h"
+
+namespace dtl::program {
+namespace {
+
+using prog::Instr;
+using prog::Storage;
+
+int root(const prog::Schedule& s, int v) {
+  while (s.storage[static_cast<size_t>(v)].kind == Storage::Alias) v = s.storage[static_cast<size_t>(v)].index;
+  return v;
+}
+
+// Who holds each slot as the schedule runs; failures name the instruction.
+class SlotSimulator {
+ public:
+  SlotSimulator(const prog::Program& p, const prog::Schedule& s, const char* name)
+      : p_(p), s_(s), name_(name), holder_(s.slot_words.size(), -1) {}
+
+  void run() {
+    for (pos_ = 0; pos_ < s_.instrs.size(); ++pos_) {
+      const Instr& in = s_.instrs[pos_];
+      if (in.kind == Instr::Run) {
+        for (int x : p_[in.id].inputs) read(x);
+        write(in.id);
+      } else {
+        for (int m : p_.groups[static_cast<size_t>(in.id)].members) {
+          for (int x : p_[m].inputs) read(x);  // operands until the wait
+          if (in.kind == Instr::Start) write(m);
+        }
+      }
+      for (int v : in.frees) {
+        const Storage& st = s_.storage[static_cast<size_t>(v)];
+        ASSERT_EQ(int(st.kind), int(Storage::Slot)) << where() << " frees %" << v << ", which has no slot";
+        ASSERT_EQ(holder_[static_cast<size_t>(st.index)], v) << where() << " frees %" << v << " from a slot it does not hold";
+        holder_[static_cast<size_t>(st.index)] = -1;
+      }
+    }
+  }
+
+  void kept(int v) {
+    const int r = root(s_, v);
+    const Storage& st = s_.storage[static_cast<size_t>(r)];
+    if (st.kind == Storage::Slot)
+      EXPECT_EQ(holder_[static_cast<size_t>(st.index)], r) << name_ << ": %" << v << " is read after the run but was freed";
+  }
+
+ private:
+  std::string where() const { return std::string(name_) + " instruction " + std::to_string(pos_); }
+
+  void write(int v) {
+    const int r = root(s_, v);
+    const Storage& st = s_.storage[static_cast<size_t>(r)];
+    if (st.kind != Storage::Slot) return;
+    ASSERT_GE(st.index, 0) << where() << ": %" << r << " has no slot number";
+    const int64_t need = std::max<int64_t>(p_[r].shape.elements().value_or(0), 1);
+    EXPECT_LE(need, s_.slot_words[static_cast<size_t>(st.index)]) << where() << ": %" << r << " does not fit its slot";
+    int& h = holder_[static_cast<size_t>(st.index)];
+    ASSERT_TRUE(h == -1 || h == r) << where() << ": %" << v << " is written into slot " << st.index << " while %" << h
+                                   << " still lives there";
+    h = r;
+  }
+
+  void read(int x) {
+    const int r = root(s_, x);
+    const Storage& st = s_.storage[static_cast<size_t>(r)];
+    ASSERT_NE(int(st.kind), int(Storage::None)) << where() << " reads %" << x << ", which this schedule never computes";
+    if (st.kind == Storage::Slot)
+      ASSERT_EQ(holder_[static_cast<size_t>(st.index)], r) << where() << " reads %" << x << " after its slot was reused";
+  }
+
+  const prog::Program& p_;
+  const prog::Schedule& s_;
+  const char* name_;
+  std::vector<int> holder_;
+  size_t pos_ = 0;
+};
+
+struct Compiled {
+  driver::Frontend fe;
+  prog::Program program;
+};
+
+std::unique_ptr<Compiled> compile(const std::string& sample, int world) {
+  auto c = std::make_unique<Compiled>();
+  driver::FrontendOptions o;
+  o.world = world;
+  const std::string path = std::string(DTL_SOURCE_DIR) + "/samples/" + sample;
+  // As `dtlc run` compiles: one rank is not laid out.
+  EXPECT_EQ(c->fe.run(path, o, world > 1 ? driver::Stop::Plan : driver::Stop::Grad), 0) << c->fe.diagnostics().render();
+  c->program = planProgram(c->fe.graph(), c->fe.layout(), layout::meshCoords(c->fe.layout().mesh, world - 1));
+  return c;
+}
+
+class EverySample : public ::testing::TestWithParam<std::tuple<const char*, int>> {};
+
+TEST_P(EverySample, SchedulesKeepEveryValueUntilItsLastRead) {
+  auto [sample, world] = GetParam();
+  auto c = compile(sample, world);
+  const prog::Program& p = c->program;
+  for (const auto& [s, name] : {std::pair{&p.train, "train"}, std::pair{&p.eval, "eval"}}) {
+    SlotSimulator sim(p, *s, name);
+    sim.run();
+    if (::testing::Test::HasFatalFailure()) return;
+    sim.kept(p.loss);
+    for (const auto& [m, id] : p.metrics) sim.kept(id);
+    if (s == &p.train)
+      for (const auto& [path, id] : p.grads) sim.kept(id);
+  }
+  // Every node but the updates runs in training; the groups start and are waited for once each.
+  std::map<std::pair<int, int>, int> seen;
+  for (const Instr& in : p.train.instrs) ++seen[{in.kind, in.id}];
+  for (const auto& [key, count] : seen) EXPECT_EQ(count, 1) << "instruction kind " << key.first << " id " << key.second;
+}
+
+INSTANTIATE_TEST_SUITE_P(Samples, EverySample,
+                         ::testing::Combine(::testing::Values("fashion_mnist_mlp.dtl", "char_gpt.dtl", "synthetic_mlp.dtl"),
+                                            ::testing::Values(1, 4)),
+                         [](const auto& info) {
+                           std::string s = std::get<0>(info.param);
+                           return s.substr(0, s.find('.')) + "_world" + std::to_string(std::get<1>(info.param));
+                         });
+
+// The graph holds the global batch; each rank's program its slice of it.
+TEST(Program, LocalShapesAreTheRanksSlice) {
+  auto one = compile("fashion_mnist_mlp.dtl", 1);
+  auto four = compile("fashion_mnist_mlp.dtl", 4);
+  const int64_t batch = one->fe.spec().train.batch;
+  int seen = 0;
+  for (const ir::Node& n : four->fe.graph().nodes) {
+    if (n.op != ir::Op::Input) continue;
+    ++seen;
+    EXPECT_EQ(n.shape.dims[0].size, 4 * batch) << n.name << " in the graph";
+    EXPECT_EQ(four->program[n.id].shape.dims[0].size, batch) << n.name << " on a rank";
+    EXPECT_EQ(layout::localOffset(n.shape, "batch", four->program.placement[static_cast<size_t>(n.id)],
+                                  four->program.mesh, four->program.coords),
+              3 * batch);
+  }
+  EXPECT_EQ(seen, 2);
+  // A rank of four computes what one process computes for its quarter: the same contractions.
+  std::vector<Shape> want, got;
+  for (const ir::Node& n : one->program.nodes)
+    if (n.op == ir::Op::Contract) want.push_back(n.shape);
+  for (const ir::Node& n : four->program.nodes)
+    if (n.op == ir::Op::Contract) got.push_back(n.shape);
+  EXPECT_EQ(want, got);
+}
+
+// Gradient buckets run in place: a gradient whose only reader is its
+// all-reduce is computed straight into the bucket; parameters' gradients on
+// one rank go to the caller's memory.
+TEST(Program, GradientsAreComputedWhereTheyAreRead) {
+  auto one = compile("fashion_mnist_mlp.dtl", 1);
+  for (const auto& [path, id] : one->program.grads)
+    EXPECT_EQ(int(one->program.train.storage[static_cast<size_t>(id)].kind), int(Storage::Output)) << path;
+  auto four = compile("fashion_mnist_mlp.dtl", 4);
+  const prog::Program& p = four->program;
+  ASSERT_FALSE(p.buckets.empty());
+  int in_place = 0;
+  for (const prog::Group& g : p.groups) {
+    if (g.bucket < 0) continue;
+    for (int m : g.members) {
+      EXPECT_EQ(int(p.train.storage[static_cast<size_t>(m)].kind), int(Storage::Group));
+      in_place += p.train.storage[static_cast<size_t>(p[m].inputs[0])].kind == Storage::Group;
+    }
+  }
+  EXPECT_EQ(in_place, static_cast<int>(p.grads.size()));
+}
+
+}  // namespace
+}  // namespace dtl::program
