@@ -282,6 +282,16 @@ TEST(Plan, PlanIdsAreTheNodesOfEmitLayout) {
     ++checked;
   }
   EXPECT_EQ(checked, 2) << p;
+  // The same ids in rank 0's program: the bucket starts right after the gradient it waits for.
+  std::string program = inPlanDir({"check", "mlp_dp.dtl", "--world", "4", "--emit=program"}, &rc);
+  ASSERT_EQ(rc, 0) << program;
+  EXPECT_EQ(program, slurp(kDir + "/mlp_dp.program"));
+  for (const char* id : {"%28", "%29"}) {
+    size_t run = program.find("\n  run   " + std::string(id) + " = ");
+    ASSERT_NE(run, std::string::npos) << id << "\n" << program;
+    size_t next = program.find('\n', run + 1) + 1;
+    EXPECT_EQ(program.substr(next, 14), "  start group ") << id << "\n" << program;
+  }
 }
 
 // Without a train block nothing says how to train: refused, not defaulted.
