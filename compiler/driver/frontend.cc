@@ -10,6 +10,7 @@
 #include "compiler/sema/instantiate_model.h"
 #include "compiler/sema/resolve_names.h"
 #include "compiler/ir/autodiff.h"
+#include "compiler/ir/lower_model.h"
 #include "compiler/passes/bucket_gradients.h"
 
 namespace dtl::driver {
@@ -54,7 +55,7 @@ int Frontend::runText(const std::string& name, const std::string& text, const Fr
   sema::checkUnbuilt(spec_, opt.refuse_unbuilt ? diag::Severity::Error : diag::Severity::Warning, *diags_);
   if (diags_->hasErrors()) return 1;
   if (stop == Stop::Ir || stop == Stop::Grad || stop == Stop::Plan) lower(stop != Stop::Ir);
-  if (stop == Stop::Plan) layOut();
+  if (stop == Stop::Plan && !diags_->hasErrors()) layOut();
   return diags_->hasErrors() ? 1 : 0;
 }
 
@@ -89,12 +90,9 @@ int64_t Frontend::globalBatch() const {
 }
 
 void Frontend::lower(bool with_backward) {
-  // The checked model is evaluated once more, this time emitting nodes; it
-  // cannot fail where checking passed, so its diagnostics are the same.
-  sema::Model scratch;
-  graph_ = ir::Graph{};
-  sema::instantiateModel(prog_, globalBatch(), scratch, *diags_, &graph_);
-  if (!with_backward) return;
+  // Lowering reads what sema recorded while checking the model (sema/op_trace.h).
+  graph_ = ir::lowerModel(spec_.model, globalBatch(), *sources_, *diags_);
+  if (!with_backward || diags_->hasErrors()) return;
   ir::appendBackward(graph_);
   ir::appendUpdates(graph_);
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "compiler/diag/source.h"
+#include "compiler/sema/op_trace.h"
 #include "core/dtype.h"
 #include "core/shape.h"
 
@@ -56,6 +57,8 @@ struct Model {
   std::vector<std::string> repeat_dims;
   // Sub-layer paths (for `recompute = PATH`).
   std::vector<std::string> layer_paths;
+  // Every tensor operation as sema evaluated it: what lowering reads.
+  OpTrace ops;
 };
 
 struct DataField {

@@ -25,7 +25,7 @@ struct Value {
   // Tensor
   Shape shape;
   DType dtype = DType::F32;
-  int node = -1;  // when lowering: the IR node that computes this tensor
+  int slot = -1;  // the trace step that computes this tensor (op_trace.h)
   // Number / Bool
   double number = 0;
   bool is_int = false;
