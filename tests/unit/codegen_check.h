@@ -10,8 +10,10 @@
 // reference rounded to f32 (an overflow to ±inf counts as one ulp past
 // FLT_MAX; the sign of a zero is not compared); NaN exactly where the
 // reference is NaN; an infinite reference (not an overflow) exactly. sum:
-// |y − s| ≤ γₙ·Σ|xᵢ|, mean: that over n plus its last rounding; max,
-// comparisons, relu, neg, abs: exact.
+// |y − s| ≤ γₙ·Σ|xᵢ| (γₙ = n·u/(1 − n·u), u = 2⁻²⁴), mean: that over n plus
+// its last rounding, and either may be ±inf or NaN where the finite terms'
+// Σ|xᵢ| reaches FLT_MAX (an f32 partial sum overflows; the double reference
+// does not); max and comparisons: exact.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +36,10 @@ inline int64_t ulpBound(BinaryFn) { return 0; }
 // Distance between two floats in ulps (ordered as integers; -0 == +0; inf is
 // one past FLT_MAX). Both must be non-NaN.
 int64_t ulpDistance(float a, float b);
+
+// The two comparisons the check makes, exposed for their own test.
+bool withinUlps(float y, double reference, int64_t bound, int64_t* ulps);
+bool withinSumBound(float y, double reference, double finite_abs_sum, int64_t n, bool mean, double* ratio);
 
 // The largest error seen per op over everything checked: ulps for
 // elementwise ops, err / bound for sum and mean.

@@ -156,5 +156,29 @@ TEST(CodegenJit, ReportsTheHostItCompilesFor) {
   std::printf("host: %s, cpu %s, avx2 %d, avx512f %d\n", h.triple.c_str(), h.cpu.c_str(), h.avx2, h.avx512);
 }
 
+// The check itself must be able to fail.
+TEST(CodegenCheck, UlpsAndSumBoundsAsDocumented) {
+  EXPECT_EQ(ulpDistance(1.0f, std::nextafter(1.0f, 2.0f)), 1);
+  EXPECT_EQ(ulpDistance(-0.0f, 0.0f), 0);
+  EXPECT_EQ(ulpDistance(-1e-45f, 1e-45f), 2);
+  EXPECT_EQ(ulpDistance(FLT_MAX, INFINITY), 1);
+  int64_t ulps;
+  EXPECT_TRUE(withinUlps(1.0f, 1.0, 0, &ulps));
+  EXPECT_FALSE(withinUlps(std::nextafter(1.0f, 2.0f), 1.0, 0, &ulps));
+  EXPECT_TRUE(withinUlps(std::nextafter(1.0f, 2.0f), 1.0, 1, &ulps));
+  EXPECT_FALSE(withinUlps(1.0f, NAN, 5, &ulps));
+  EXPECT_FALSE(withinUlps(NAN, 1.0, 5, &ulps));
+  EXPECT_TRUE(withinUlps(INFINITY, 1e39, 0, &ulps));  // an overflow: the reference rounds to inf too
+  EXPECT_FALSE(withinUlps(FLT_MAX, INFINITY, 5, &ulps));  // a true infinity exactly
+  EXPECT_FALSE(withinUlps(-INFINITY, INFINITY, 5, &ulps));
+  double ratio;
+  // n = 4, Σ|x| = 4: bound γ₄·4 ≈ 9.5e-7
+  EXPECT_TRUE(withinSumBound(1.0f + 0x1p-23f, 1.0, 4.0, 4, false, &ratio));
+  EXPECT_FALSE(withinSumBound(1.0f + 0x1p-19f, 1.0, 4.0, 4, false, &ratio));
+  EXPECT_FALSE(withinSumBound(INFINITY, 1.0, 4.0, 4, false, &ratio));
+  EXPECT_TRUE(withinSumBound(INFINITY, 1.0, 1e39, 4, false, &ratio));  // partial sums may overflow
+  EXPECT_FALSE(withinSumBound(0.0f, NAN, 4.0, 4, false, &ratio));
+}
+
 }  // namespace
 }  // namespace dtl::codegen::testing
