@@ -187,6 +187,55 @@ std::vector<std::vector<double>> runReference(const Region& r, const std::vector
   return out;
 }
 
+// Node `id`'s JIT values y against the reference of that node on `at`
+// (its operands as the JIT computed them); returns the reference.
+static ref::Tensor checkNode(const Region& r, int id, const Values& y, const std::vector<ref::Tensor>& at, Stats* stats,
+                             int* failures) {
+  const RegionNode& n = r.node(id);
+  ref::Tensor want = referenceNode(r, id, at);
+  std::string op = n.kind == Kind::Unary    ? fnName(n.unary)
+                   : n.kind == Kind::Binary ? fnName(n.binary)
+                                            : fnName(n.reduce);
+  ref::Tensor abs_sum;
+  if (n.kind == Kind::Reduce && n.reduce != ReduceFn::Max) {
+    ref::Tensor finite_abs = ref::unary(ref::Unary::Abs, at[static_cast<size_t>(n.a)]);
+    for (double& v : finite_abs.f) v = std::isfinite(v) ? v : 0.0;
+    abs_sum = ref::reduceSum(finite_abs, {n.dim});
+  }
+  for (size_t e = 0; e < y.size(); ++e) {
+    bool ok = true;
+    std::string why;
+    if (n.dtype == DType::Bool) {
+      ok = y[e] == static_cast<float>(want.i[e]);
+    } else {
+      double r_e = want.f[e];
+      stats->nonfinite += !std::isfinite(r_e);
+      if (n.kind == Kind::Reduce && n.reduce != ReduceFn::Max) {
+        double ratio;
+        ok = withinSumBound(y[e], r_e, abs_sum.f[e], extentOf(r, id), n.reduce == ReduceFn::Mean, &ratio);
+        double& worst = stats->max_bound_ratio[op];
+        worst = std::max(worst, ratio);
+        why = " (Σ|x| = " + floatText(abs_sum.f[e]) + ", n = " + std::to_string(extentOf(r, id)) + ")";
+      } else {
+        int64_t bound = n.kind == Kind::Unary ? ulpBound(n.unary) : n.kind == Kind::Binary ? ulpBound(n.binary) : 0;
+        int64_t ulps;
+        ok = withinUlps(y[e], r_e, bound, &ulps);
+        int64_t& worst = stats->max_ulps[op];
+        worst = std::max(worst, ulps);
+        why = " (" + std::to_string(ulps) + " ulps, bound " + std::to_string(bound) + ")";
+      }
+    }
+    stats->values += 1;
+    if (!ok && (*failures)++ < kMaxFailuresPerRegion) {
+      ADD_FAILURE() << "region " << r.name() << ": %" << id << " (" << op << ") element " << e << ": jit "
+                    << floatText(y[e]) << ", reference " << floatText(n.dtype == DType::Bool ? want.i[e] : want.f[e])
+                    << why << "\n"
+                    << printRegion(r);
+    }
+  }
+  return want;
+}
+
 std::vector<Values> checkRegion(const Region& r, const std::vector<Values>& inputs, Stats* stats) {
   Region probe = r;
   std::vector<int> probed(r.nodes().size(), -1);  // node → probe output index
@@ -215,47 +264,7 @@ std::vector<Values> checkRegion(const Region& r, const std::vector<Values>& inpu
       continue;
     }
     const Values& y = got[static_cast<size_t>(probed[k])];
-    ref::Tensor want = referenceNode(r, id, at);
-    std::string op = n.kind == Kind::Unary    ? fnName(n.unary)
-                     : n.kind == Kind::Binary ? fnName(n.binary)
-                                              : fnName(n.reduce);
-    ref::Tensor abs_sum;
-    if (n.kind == Kind::Reduce && n.reduce != ReduceFn::Max) {
-      ref::Tensor finite_abs = ref::unary(ref::Unary::Abs, at[static_cast<size_t>(n.a)]);
-      for (double& v : finite_abs.f) v = std::isfinite(v) ? v : 0.0;
-      abs_sum = ref::reduceSum(finite_abs, {n.dim});
-    }
-    for (size_t e = 0; e < y.size(); ++e) {
-      bool ok = true;
-      std::string why;
-      if (n.dtype == DType::Bool) {
-        ok = y[e] == static_cast<float>(want.i[e]);
-      } else {
-        double r_e = want.f[e];
-        stats->nonfinite += !std::isfinite(r_e);
-        if (n.kind == Kind::Reduce && n.reduce != ReduceFn::Max) {
-          double ratio;
-          ok = withinSumBound(y[e], r_e, abs_sum.f[e], extentOf(r, id), n.reduce == ReduceFn::Mean, &ratio);
-          double& worst = stats->max_bound_ratio[op];
-          worst = std::max(worst, ratio);
-          why = " (Σ|x| = " + floatText(abs_sum.f[e]) + ", n = " + std::to_string(extentOf(r, id)) + ")";
-        } else {
-          int64_t bound = n.kind == Kind::Unary ? ulpBound(n.unary) : n.kind == Kind::Binary ? ulpBound(n.binary) : 0;
-          int64_t ulps;
-          ok = withinUlps(y[e], r_e, bound, &ulps);
-          int64_t& worst = stats->max_ulps[op];
-          worst = std::max(worst, ulps);
-          why = " (" + std::to_string(ulps) + " ulps, bound " + std::to_string(bound) + ")";
-        }
-      }
-      stats->values += 1;
-      if (!ok && failures++ < kMaxFailuresPerRegion) {
-        ADD_FAILURE() << "region " << r.name() << ": %" << k << " (" << op << ") element " << e << ": jit "
-                      << floatText(y[e]) << ", reference " << floatText(n.dtype == DType::Bool ? want.i[e] : want.f[e])
-                      << why << "\n"
-                      << printRegion(r);
-      }
-    }
+    ref::Tensor want = checkNode(r, id, y, at, stats, &failures);
     // Consumers see the JIT's values (rounded to f32), not the reference's.
     at[k] = n.dtype == DType::Bool ? want : tensorOf(n.shape, y);
   }
