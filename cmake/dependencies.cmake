@@ -44,3 +44,21 @@ find_path(DTL_DNNL_INCLUDE oneapi/dnnl/dnnl.h)
 # libFuzzer needs clang; the fuzz target is built only when CXX is clang or a
 # clang++ is found for the separate fuzz build (see fuzz/CMakeLists.txt).
 find_program(DTL_CLANGXX NAMES clang++-14 clang++)
+
+# LLVM 16 (llvm-16-dev): the kernel generator in compiler/codegen (why 16:
+# docs/compiler.md). Its headers and the one shared libLLVM-16.so, found by
+# path rather than LLVMConfig.cmake, which would offer the static component
+# archives; only dtl_codegen and what links it see them.
+find_path(DTL_LLVM16_INCLUDE llvm/IR/IRBuilder.h PATHS /usr/lib/llvm-16/include NO_DEFAULT_PATH)
+find_library(DTL_LLVM16_LIB NAMES LLVM-16 PATHS /usr/lib/llvm-16/lib NO_DEFAULT_PATH)
+set(DTL_HAVE_LLVM16 OFF)
+if(DTL_LLVM16_INCLUDE AND DTL_LLVM16_LIB)
+  set(DTL_HAVE_LLVM16 ON)
+  add_library(dtl_llvm16 INTERFACE)
+  target_include_directories(dtl_llvm16 SYSTEM INTERFACE ${DTL_LLVM16_INCLUDE})
+  target_compile_definitions(dtl_llvm16 INTERFACE _GNU_SOURCE __STDC_CONSTANT_MACROS __STDC_FORMAT_MACROS
+                                                  __STDC_LIMIT_MACROS)
+  target_link_libraries(dtl_llvm16 INTERFACE ${DTL_LLVM16_LIB})
+endif()
+# The NVPTX target's test assembles PTX with the toolkit's ptxas when present.
+find_program(DTL_PTXAS ptxas PATHS /usr/local/cuda/bin)

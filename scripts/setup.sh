@@ -9,7 +9,7 @@ packages=(
   # front end: ANTLR4 tool (Java) and its C++ runtime; fuzzing with clang
   antlr4 libantlr4-runtime-dev uuid-dev clang-14 libclang-rt-14-dev
   # code generation and kernels (later stages)
-  llvm-14-dev libdnnl-dev ocl-icd-opencl-dev zlib1g-dev
+  llvm-14-dev llvm-16-dev libdnnl-dev ocl-icd-opencl-dev zlib1g-dev
   # communication (later stages)
   libgloo-dev libopenmpi-dev openmpi-bin
   # tests and benchmarks

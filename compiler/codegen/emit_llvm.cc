@@ -1,0 +1,357 @@
+// The IR emitter. One point of a phase is evaluated by value(): a node at
+// named coordinates (dim name → i64 index), memoised per point, loading
+// inputs and reduction results through their buffers' strides (a missing
+// name is a broadcast: stride 0). The targets differ only in how points are
+// produced (nested loops on x86, a grid-stride loop per kernel on NVPTX) and
+// in the names of the double-precision math functions.
+#include "compiler/codegen/emit_llvm.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <numbers>
+#include <unordered_map>
+
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/Intrinsics.h"
+#include "llvm/IR/IntrinsicsNVPTX.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Target/TargetMachine.h"
+
+namespace dtl::codegen {
+
+namespace {
+
+using llvm::Value;
+
+class Emitter {
+ public:
+  Emitter(const Region& r, const KernelPlan& plan, Target target, llvm::Module& m)
+      : r_(r), plan_(plan), target_(target), m_(m), ctx_(m.getContext()), b_(ctx_) {}
+
+  void emitX86(const std::string& symbol);
+  void emitNvptx(const std::string& symbol);
+
+ private:
+  using Coords = std::unordered_map<std::string, Value*>;
+  using Memo = std::unordered_map<int, Value*>;
+
+  llvm::Type* f32() { return b_.getFloatTy(); }
+  llvm::Type* f64() { return b_.getDoubleTy(); }
+  llvm::Type* i64() { return b_.getInt64Ty(); }
+  llvm::Type* ptr() { return b_.getPtrTy(); }
+  Value* dbl(double v) { return llvm::ConstantFP::get(f64(), v); }
+
+  llvm::Function* bodyFunction(const std::string& name, llvm::GlobalValue::LinkageTypes linkage);
+  Value* loop(int64_t n, const std::string& name, Value* init, const std::function<Value*(Value*, Value*)>& body);
+  void loopNest(const Shape& s, size_t d, Coords& c, const std::function<void(const Coords&)>& body);
+  void point(const PlanPhase& phase, const Coords& c);
+  Value* elementPtr(int buffer, const Coords& c);
+  Value* value(int id, const Coords& c, Memo& memo);
+  Value* reduction(int id, const Coords& c);
+  Value* unaryOp(UnaryFn fn, Value* x);
+  Value* math(const char* fn, Value* x);  // double fn(double)
+  Value* sigmoid(Value* d);
+  Value* intrinsic(llvm::Intrinsic::ID id, Value* x);
+
+  const Region& r_;
+  const KernelPlan& plan_;
+  Target target_;
+  llvm::Module& m_;
+  llvm::LLVMContext& ctx_;
+  llvm::IRBuilder<> b_;
+  std::vector<Value*> bufs_;  // the buffer pointers inside the function being emitted
+};
+
+// A function over all buffers, `ptr noalias` each (the ABI promises they are
+// distinct), with its entry block as the insert point.
+llvm::Function* Emitter::bodyFunction(const std::string& name, llvm::GlobalValue::LinkageTypes linkage) {
+  std::vector<llvm::Type*> params(plan_.buffers.size(), ptr());
+  auto* fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
+  auto* f = llvm::Function::Create(fty, linkage, name, m_);
+  f->addFnAttr(llvm::Attribute::NoUnwind);
+  bufs_.clear();
+  for (size_t k = 0; k < plan_.buffers.size(); ++k) {
+    llvm::Argument* a = f->getArg(static_cast<unsigned>(k));
+    a->addAttr(llvm::Attribute::NoAlias);
+    a->addAttr(llvm::Attribute::NoCapture);
+    if (plan_.buffers[k].role == PlanBuffer::Role::Input) a->addAttr(llvm::Attribute::ReadOnly);
+    a->setName(plan_.buffers[k].name);
+    bufs_.push_back(a);
+  }
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", f));
+  return f;
+}
+
+// for (i = 0; i < n; ++i) acc = body(i, acc); returns the last acc (init when
+// n is 0). `init` may be null for a loop without an accumulator.
+Value* Emitter::loop(int64_t n, const std::string& name, Value* init,
+                     const std::function<Value*(Value*, Value*)>& body) {
+  if (n == 0) return init;
+  llvm::Function* f = b_.GetInsertBlock()->getParent();
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  auto* head = llvm::BasicBlock::Create(ctx_, name + ".loop", f);
+  auto* exit = llvm::BasicBlock::Create(ctx_, name + ".end", f);
+  b_.CreateBr(head);
+  b_.SetInsertPoint(head);
+  llvm::PHINode* i = b_.CreatePHI(i64(), 2, name);
+  i->addIncoming(b_.getInt64(0), pre);
+  llvm::PHINode* acc = init ? b_.CreatePHI(init->getType(), 2, name + ".acc") : nullptr;
+  if (acc) acc->addIncoming(init, pre);
+  Value* next_acc = body(i, acc);
+  Value* next = b_.CreateAdd(i, b_.getInt64(1), name + ".next", /*HasNUW=*/true, /*HasNSW=*/true);
+  llvm::BasicBlock* latch = b_.GetInsertBlock();
+  i->addIncoming(next, latch);
+  if (acc) acc->addIncoming(next_acc, latch);
+  b_.CreateCondBr(b_.CreateICmpULT(next, b_.getInt64(n)), head, exit);
+  b_.SetInsertPoint(exit);
+  return next_acc;  // defined in the latch, exit's only predecessor
+}
+
+void Emitter::loopNest(const Shape& s, size_t d, Coords& c, const std::function<void(const Coords&)>& body) {
+  if (d == s.rank()) {
+    body(c);
+    return;
+  }
+  const Dim& dim = s.dims[d];
+  loop(dim.size, dim.name, nullptr, [&](Value* i, Value*) -> Value* {
+    c[dim.name] = i;
+    loopNest(s, d + 1, c, body);
+    return nullptr;
+  });
+}
+
+Value* Emitter::elementPtr(int buffer, const Coords& c) {
+  const PlanBuffer& buf = plan_.buffers[static_cast<size_t>(buffer)];
+  Value* off = b_.getInt64(0);
+  int64_t stride = 1;
+  for (size_t k = buf.shape.rank(); k-- > 0;) {
+    const Dim& d = buf.shape.dims[k];
+    off = b_.CreateAdd(off, b_.CreateMul(c.at(d.name), b_.getInt64(stride), "", true, true), "", true, true);
+    stride *= d.size;
+  }
+  llvm::Type* elem = buf.dtype == DType::Bool ? static_cast<llvm::Type*>(b_.getInt8Ty()) : f32();
+  return b_.CreateInBoundsGEP(elem, bufs_[static_cast<size_t>(buffer)], off);
+}
+
+void Emitter::point(const PlanPhase& phase, const Coords& c) {
+  Memo memo;
+  Value* reduced = phase.reduction >= 0 ? reduction(phase.reduction, c) : nullptr;
+  for (int buffer : phase.stores) {
+    const PlanBuffer& buf = plan_.buffers[static_cast<size_t>(buffer)];
+    Value* v = reduced ? reduced : value(buf.node, c, memo);
+    if (buf.dtype == DType::Bool) v = b_.CreateZExt(v, b_.getInt8Ty());
+    b_.CreateStore(v, elementPtr(buffer, c));
+  }
+}
+
+Value* Emitter::reduction(int id, const Coords& at) {
+  const RegionNode& n = r_.node(id);
+  const Shape& in = r_.node(n.a).shape;
+  int64_t extent = in.dims[static_cast<size_t>(in.find(n.dim))].size;
+  float identity = n.reduce == ReduceFn::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
+  Coords c = at;
+  Value* acc = loop(extent, n.dim, llvm::ConstantFP::get(f32(), identity), [&](Value* i, Value* acc) -> Value* {
+    c[n.dim] = i;
+    Memo memo;
+    Value* x = value(n.a, c, memo);
+    if (n.reduce == ReduceFn::Max) {
+      // the reference's first maximal element: x replaces acc when larger, or NaN over a number
+      Value* larger = b_.CreateFCmpOGT(x, acc);
+      Value* nan_over_number = b_.CreateAnd(b_.CreateFCmpUNO(x, x), b_.CreateFCmpORD(acc, acc));
+      return b_.CreateSelect(b_.CreateOr(larger, nan_over_number), x, acc);
+    }
+    llvm::FastMathFlags reassoc;
+    reassoc.setAllowReassoc();
+    auto* sum = llvm::cast<llvm::Instruction>(b_.CreateFAdd(acc, x));
+    sum->setFastMathFlags(reassoc);
+    return sum;
+  });
+  if (n.reduce == ReduceFn::Mean) acc = b_.CreateFDiv(acc, llvm::ConstantFP::get(f32(), static_cast<double>(extent)));
+  return acc;
+}
+
+Value* Emitter::value(int id, const Coords& c, Memo& memo) {
+  if (auto it = memo.find(id); it != memo.end()) return it->second;
+  const RegionNode& n = r_.node(id);
+  Value* v = nullptr;
+  switch (n.kind) {
+    case Kind::Input:
+    case Kind::Reduce: v = b_.CreateLoad(f32(), elementPtr(plan_.home[static_cast<size_t>(id)], c)); break;
+    case Kind::Const: v = llvm::ConstantFP::get(f32(), static_cast<double>(n.value)); break;
+    case Kind::Unary: v = unaryOp(n.unary, value(n.a, c, memo)); break;
+    case Kind::Binary: {
+      Value* a = value(n.a, c, memo);
+      Value* b = value(n.b, c, memo);
+      switch (n.binary) {
+        case BinaryFn::Add: v = b_.CreateFAdd(a, b); break;
+        case BinaryFn::Sub: v = b_.CreateFSub(a, b); break;
+        case BinaryFn::Mul: v = b_.CreateFMul(a, b); break;
+        case BinaryFn::Div: v = b_.CreateFDiv(a, b); break;
+        case BinaryFn::Eq: v = b_.CreateFCmpOEQ(a, b); break;
+        case BinaryFn::Ne: v = b_.CreateFCmpUNE(a, b); break;  // NaN != NaN, as C++
+        case BinaryFn::Lt: v = b_.CreateFCmpOLT(a, b); break;
+        case BinaryFn::Le: v = b_.CreateFCmpOLE(a, b); break;
+        case BinaryFn::Gt: v = b_.CreateFCmpOGT(a, b); break;
+        case BinaryFn::Ge: v = b_.CreateFCmpOGE(a, b); break;
+      }
+      break;
+    }
+  }
+  memo[id] = v;
+  return v;
+}
+
+Value* Emitter::intrinsic(llvm::Intrinsic::ID id, Value* x) {
+  llvm::Function* f = llvm::Intrinsic::getDeclaration(&m_, id, {x->getType()});
+  return b_.CreateCall(f, {x});
+}
+
+Value* Emitter::math(const char* fn, Value* x) {
+  std::string name = target_ == Target::NVPTX ? std::string("__nv_") + fn : std::string(fn);
+  llvm::FunctionCallee callee = m_.getOrInsertFunction(name, llvm::FunctionType::get(f64(), {f64()}, false));
+  if (auto* f = llvm::dyn_cast<llvm::Function>(callee.getCallee()); f && f->isDeclaration()) {
+    f->setDoesNotAccessMemory();  // errno is of no interest here
+    f->setDoesNotThrow();
+    f->setWillReturn();
+  }
+  auto* call = b_.CreateCall(callee, {x});
+  call->setDoesNotAccessMemory();
+  return call;
+}
+
+Value* Emitter::sigmoid(Value* d) { return b_.CreateFDiv(dbl(1.0), b_.CreateFAdd(dbl(1.0), math("exp", b_.CreateFNeg(d)))); }
+
+// The reference's formulas (runtime/kernels/reference/elementwise.cc), operation for operation.
+Value* Emitter::unaryOp(UnaryFn fn, Value* x) {
+  switch (fn) {
+    case UnaryFn::Relu:  // x ≤ 0 ? 0 : x, so NaN stays NaN
+      return b_.CreateSelect(b_.CreateFCmpOLE(x, llvm::ConstantFP::get(f32(), 0.0)), llvm::ConstantFP::get(f32(), 0.0), x);
+    case UnaryFn::Neg: return b_.CreateFNeg(x);
+    case UnaryFn::Abs: return intrinsic(llvm::Intrinsic::fabs, x);
+    case UnaryFn::Sqrt: return intrinsic(llvm::Intrinsic::sqrt, x);
+    default: break;
+  }
+  Value* d = b_.CreateFPExt(x, f64());
+  Value* y = nullptr;
+  switch (fn) {
+    case UnaryFn::Rsqrt: y = b_.CreateFDiv(dbl(1.0), intrinsic(llvm::Intrinsic::sqrt, d)); break;
+    case UnaryFn::Exp: y = math("exp", d); break;
+    case UnaryFn::Log: y = math("log", d); break;
+    case UnaryFn::Tanh: y = math("tanh", d); break;
+    case UnaryFn::Sigmoid: y = sigmoid(d); break;
+    case UnaryFn::Silu: y = b_.CreateFMul(d, sigmoid(d)); break;
+    case UnaryFn::Gelu:  // 0.5 · x · (1 + erf(x / √2))
+      y = b_.CreateFMul(b_.CreateFMul(dbl(0.5), d),
+                        b_.CreateFAdd(dbl(1.0), math("erf", b_.CreateFDiv(d, dbl(std::numbers::sqrt2)))));
+      break;
+    case UnaryFn::GeluTanh: {  // 0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x · x · x)))
+      Value* cube = b_.CreateFMul(b_.CreateFMul(b_.CreateFMul(dbl(0.044715), d), d), d);
+      Value* t = math("tanh", b_.CreateFMul(dbl(std::sqrt(2.0 / std::numbers::pi)), b_.CreateFAdd(d, cube)));
+      y = b_.CreateFMul(b_.CreateFMul(dbl(0.5), d), b_.CreateFAdd(dbl(1.0), t));
+      break;
+    }
+    default: break;
+  }
+  return b_.CreateFPTrunc(y, f32());
+}
+
+void Emitter::emitX86(const std::string& symbol) {
+  // The phases in an internal always-inline body whose parameters are noalias
+  // (inlining turns that into alias scopes, so loops vectorise without runtime
+  // checks), called from the entry point with the pointers from the array.
+  llvm::Function* body = bodyFunction(symbol + ".body", llvm::GlobalValue::InternalLinkage);
+  body->addFnAttr(llvm::Attribute::AlwaysInline);
+  for (const PlanPhase& phase : plan_.phases) {
+    Coords c;
+    loopNest(phase.space, 0, c, [&](const Coords& at) { point(phase, at); });
+  }
+  b_.CreateRetVoid();
+
+  auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {ptr()}, false);
+  auto* entry = llvm::Function::Create(fty, llvm::GlobalValue::ExternalLinkage, symbol, m_);
+  entry->addFnAttr(llvm::Attribute::NoUnwind);
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", entry));
+  std::vector<Value*> args;
+  for (size_t k = 0; k < plan_.buffers.size(); ++k)
+    args.push_back(b_.CreateLoad(ptr(), b_.CreateConstInBoundsGEP1_64(ptr(), entry->getArg(0), k)));
+  b_.CreateCall(body, args);
+  b_.CreateRetVoid();
+}
+
+void Emitter::emitNvptx(const std::string& symbol) {
+  llvm::NamedMDNode* annotations = m_.getOrInsertNamedMetadata("nvvm.annotations");
+  for (size_t k = 0; k < plan_.phases.size(); ++k) {
+    const PlanPhase& phase = plan_.phases[k];
+    llvm::Function* f = bodyFunction(phaseKernelName(symbol, k), llvm::GlobalValue::ExternalLinkage);
+    llvm::Metadata* md[] = {llvm::ValueAsMetadata::get(f), llvm::MDString::get(ctx_, "kernel"),
+                            llvm::ValueAsMetadata::get(b_.getInt32(1))};
+    annotations->addOperand(llvm::MDNode::get(ctx_, md));
+    int64_t points = phase.space.elements().value_or(0);
+    if (points > 0) {
+      auto sreg = [&](llvm::Intrinsic::ID id) {
+        return b_.CreateZExt(b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, id)), i64());
+      };
+      Value* ntid = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x);
+      Value* gid = b_.CreateAdd(b_.CreateMul(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x), ntid),
+                                sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), "gid");
+      Value* step = b_.CreateMul(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x), ntid, "gridsize");
+      llvm::BasicBlock* pre = b_.GetInsertBlock();
+      auto* head = llvm::BasicBlock::Create(ctx_, "point", f);
+      auto* exit = llvm::BasicBlock::Create(ctx_, "done", f);
+      b_.CreateCondBr(b_.CreateICmpULT(gid, b_.getInt64(points)), head, exit);
+      b_.SetInsertPoint(head);
+      llvm::PHINode* i = b_.CreatePHI(i64(), 2, "i");
+      i->addIncoming(gid, pre);
+      Coords c;  // the point's coordinates: i in the space's row-major order
+      Value* rest = i;
+      for (size_t d = phase.space.rank(); d-- > 0;) {
+        const Dim& dim = phase.space.dims[d];
+        c[dim.name] = d == 0 ? rest : b_.CreateURem(rest, b_.getInt64(dim.size), dim.name);
+        if (d > 0) rest = b_.CreateUDiv(rest, b_.getInt64(dim.size));
+      }
+      point(phase, c);
+      Value* next = b_.CreateAdd(i, step, "next", true, true);
+      i->addIncoming(next, b_.GetInsertBlock());
+      b_.CreateCondBr(b_.CreateICmpULT(next, b_.getInt64(points)), head, exit);
+      b_.SetInsertPoint(exit);
+    }
+    b_.CreateRetVoid();
+  }
+}
+
+}  // namespace
+
+void optimiseModule(llvm::Module& m, llvm::TargetMachine& tm) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = true;
+  tuning.SLPVectorization = true;
+  llvm::PassBuilder pb(&tm, tuning);  // registers the target's own passes
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
+}
+
+std::string phaseKernelName(const std::string& symbol, size_t k) { return symbol + "_p" + std::to_string(k); }
+
+std::unique_ptr<llvm::Module> emitRegion(const Region& r, const KernelPlan& plan, Target target,
+                                         const std::string& symbol, llvm::LLVMContext& ctx) {
+  auto m = std::make_unique<llvm::Module>(symbol, ctx);
+  Emitter e(r, plan, target, *m);
+  if (target == Target::X86)
+    e.emitX86(symbol);
+  else
+    e.emitNvptx(symbol);
+  return m;
+}
+
+}  // namespace dtl::codegen

@@ -1,0 +1,45 @@
+// Region → LLVM IR, for either target, following the region's KernelPlan
+// (kernel_plan.h). This file knows the loop nests and the arithmetic; it sets
+// no triple, data layout or optimisation: jit_x86.h and ptx.h do.
+//
+// Arithmetic: f32 as IEEE without fast-math flags (NaN and ±inf as the
+// reference kernels), except that a sum's accumulation may be reassociated
+// (so it vectorises; its error stays within γₙ·Σ|xᵢ|). The transcendental
+// functions (exp log tanh sigmoid silu gelu gelu_tanh, and rsqrt) evaluate
+// the reference kernel's own formula in double and round once to f32, so
+// they stay within one f32 ulp of the reference whatever the libm: glibc's
+// exp/log/tanh/erf on x86, libdevice's __nv_* on NVPTX.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "compiler/codegen/kernel_plan.h"
+#include "compiler/codegen/region.h"
+
+namespace llvm {
+class LLVMContext;
+class Module;
+class TargetMachine;
+}  // namespace llvm
+
+namespace dtl::codegen {
+
+enum class Target { X86, NVPTX };
+
+// X86: one function `void SYMBOL(void** buffers)`, the buffers in the plan's
+// order (inputs, outputs, scratch), distinct and not overlapping; the phases
+// run in order as loop nests, last dim innermost.
+// NVPTX: one kernel per phase, `SYMBOL_pK(ptr b0, …, ptr bN)` (every kernel
+// takes every buffer), launched in phase order with any 1-D grid: each thread
+// visits points gid, gid + gridsize, … of the phase's space.
+std::unique_ptr<llvm::Module> emitRegion(const Region& r, const KernelPlan& plan, Target target,
+                                         const std::string& symbol, llvm::LLVMContext& ctx);
+
+// LLVM's O3 pipeline with `tm`'s cost models (and its target passes: NVVMReflect for NVPTX).
+void optimiseModule(llvm::Module& m, llvm::TargetMachine& tm);
+
+// The NVPTX kernel name of phase `k`.
+std::string phaseKernelName(const std::string& symbol, size_t k);
+
+}  // namespace dtl::codegen

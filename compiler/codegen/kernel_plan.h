@@ -1,0 +1,53 @@
+// How a region becomes loop nests, before any target is chosen: its buffers
+// (the kernel's arguments) and its phases. Both targets (emit_llvm.h) follow
+// this plan; a caller reads it to know what to pass and how much scratch.
+//
+// 1. Buffers, in argument order: every input (f32), every output (f32, or
+//    one byte per Bool), then one f32 scratch buffer per reduction that is
+//    not an output. Each is dense row-major in its node's shape order.
+// 2. One phase per reduction, in node order (a reduction may read earlier
+//    ones): over the points of its result shape, a loop along the reduced dim
+//    evaluates the operand's elementwise expression and accumulates.
+// 3. One phase per distinct output shape (outputs of equal shapes share one
+//    loop nest, so their common inputs are read once): every point evaluates
+//    the elementwise expressions, reading inputs and reduction buffers.
+// Elementwise nodes are never stored except as outputs: they are recomputed
+// where needed (a region is small; a reduction's result is the only thing
+// worth keeping).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/region.h"
+
+namespace dtl::codegen {
+
+struct PlanBuffer {
+  enum class Role { Input, Output, Scratch };
+  Role role = Role::Input;
+  int node = -1;
+  std::string name;  // the input's or output's name; "scratch%N" for node N
+  Shape shape;
+  DType dtype = DType::F32;
+  int64_t elements() const { return shape.elements().value_or(0); }
+  int64_t bytes() const { return elements() * (dtype == DType::Bool ? 1 : 4); }
+};
+
+struct PlanPhase {
+  Shape space;              // the points the phase visits, row-major (last dim fastest)
+  int reduction = -1;       // the reduce node this phase computes, or -1 (an output phase)
+  std::vector<int> stores;  // buffer indices written at each point
+};
+
+struct KernelPlan {
+  std::vector<PlanBuffer> buffers;
+  std::vector<int> home;  // per node: the buffer a consumer loads it from, or -1 (recomputed)
+  std::vector<PlanPhase> phases;
+  int inputs = 0, outputs = 0, scratch = 0;  // buffer counts by role
+};
+
+KernelPlan planKernel(const Region& r);
+
+}  // namespace dtl::codegen

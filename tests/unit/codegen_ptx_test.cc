@@ -1,0 +1,157 @@
+// The NVPTX target without a GPU: every op class, a softmax, a bias + relu
+// and random regions become PTX for sm_90 that the CUDA toolkit's ptxas
+// assembles (skipped, saying so, where ptxas is absent); libdevice is linked
+// and inlined, denormals are kept (no .ftz arithmetic of ours). Nothing here
+// runs the kernels: no GPU on the build machines.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "compiler/codegen/ptx.h"
+#include "core/hash.h"
+#include "tests/unit/codegen_random.h"
+
+namespace dtl::codegen::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ptxasPath() {
+  std::string configured = DTL_PTXAS;
+  std::error_code ec;
+  if (!configured.empty() && fs::is_regular_file(configured, ec)) return configured;
+  if (const char* path = std::getenv("PATH")) {
+    std::stringstream dirs(path);
+    for (std::string dir; std::getline(dirs, dir, ':');)
+      if (!dir.empty() && fs::is_regular_file(dir + "/ptxas", ec)) return dir + "/ptxas";
+  }
+  return fs::is_regular_file("/usr/local/cuda/bin/ptxas", ec) ? "/usr/local/cuda/bin/ptxas" : "";
+}
+
+std::vector<Region> opClassRegions() {
+  std::vector<Region> all;
+  const Shape rows{{{"batch", 3}, {"hidden", 7}}};
+  for (UnaryFn fn : kAllUnaryFns) {
+    Region r(std::string("unary_") + fnName(fn));
+    r.output("y", r.unary(fn, r.input("x", rows)));
+    all.push_back(r);
+  }
+  for (BinaryFn fn : kAllBinaryFns) {
+    Region r(std::string("binary_") + fnName(fn));
+    r.output("y", r.binary(fn, r.input("a", rows), r.input("b", Shape{{{"hidden", 7}, {"batch", 3}}})));
+    all.push_back(r);
+  }
+  for (ReduceFn fn : kAllReduceFns) {
+    Region r(std::string("reduce_") + fnName(fn));
+    r.output("y", r.reduce(fn, r.input("x", rows), "batch"));
+    all.push_back(r);
+  }
+  Region softmax("softmax");
+  softmax.output("y", softmax.softmax(softmax.input("x", rows), "hidden"));
+  all.push_back(softmax);
+  Region log_softmax("log_softmax");
+  log_softmax.output("y", log_softmax.logSoftmax(log_softmax.input("x", rows), "hidden"));
+  all.push_back(log_softmax);
+  Region bias_relu("bias_relu");
+  int x = bias_relu.input("x", rows);
+  bias_relu.output("y", bias_relu.unary(UnaryFn::Relu, bias_relu.binary(BinaryFn::Add, x, bias_relu.input("b", Shape{{{"hidden", 7}}}))));
+  all.push_back(bias_relu);
+  return all;
+}
+
+class CodegenPtx : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("dtl_codegen_ptx_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  // "" when ptxas accepts the module, else its messages.
+  std::string assemble(const std::string& ptxas, const PtxModule& m, const std::string& name) {
+    std::string in = (dir_ / (name + ".ptx")).string(), log = (dir_ / (name + ".log")).string();
+    std::ofstream(in) << m.ptx;
+    std::string cmd = "'" + ptxas + "' -arch=sm_90 -o '" + (dir_ / (name + ".cubin")).string() + "' '" + in + "' > '" +
+                      log + "' 2>&1";
+    if (std::system(cmd.c_str()) == 0) return "";
+    std::stringstream text;
+    text << std::ifstream(log).rdbuf();
+    return "ptxas failed: " + text.str();
+  }
+  fs::path dir_;
+};
+
+void expectWellFormed(const Region& r, const PtxModule& m) {
+  EXPECT_NE(m.ptx.find(".version 7.8"), std::string::npos);
+  EXPECT_NE(m.ptx.find(".target sm_90"), std::string::npos);
+  ASSERT_EQ(m.kernels.size(), m.plan.phases.size());
+  for (const PtxKernel& k : m.kernels) EXPECT_NE(m.ptx.find(".entry " + k.name), std::string::npos) << k.name;
+  EXPECT_EQ(m.ptx.find("__nv_"), std::string::npos) << "libdevice calls left in " << r.name();
+  // No f32 arithmetic of ours flushes denormals. libdevice's double functions
+  // seed with ex2.approx.ftz.f32 / rcp.approx.ftz.f64 (only .ftz forms exist)
+  // and refine in double, where an f32 value is never denormal.
+  std::istringstream lines(m.ptx);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find(".ftz") != std::string::npos && line.find("ex2.approx.ftz.f32") == std::string::npos &&
+        line.find("rcp.approx.ftz.f64") == std::string::npos)
+      ADD_FAILURE() << "denormals flushed in " << r.name() << ": " << line;
+}
+
+TEST_F(CodegenPtx, EveryOpClassAssemblesForSm90) {
+  std::string ptxas = ptxasPath();
+  for (const Region& r : opClassRegions()) {
+    PtxModule m;
+    std::string error;
+    ASSERT_TRUE(compilePtx(r, &m, &error)) << error;
+    expectWellFormed(r, m);
+    if (!ptxas.empty()) EXPECT_EQ(assemble(ptxas, m, r.name()), "") << r.name() << "\n" << m.ptx;
+  }
+  if (ptxas.empty()) GTEST_SKIP() << "PTX generated and checked, but not assembled: no ptxas on PATH or in /usr/local/cuda/bin";
+}
+
+TEST_F(CodegenPtx, RandomRegionsAssembleForSm90) {
+  std::string ptxas = ptxasPath();
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    RandomCase c = randomCase(seed);
+    PtxModule m;
+    std::string error;
+    ASSERT_TRUE(compilePtx(c.region, &m, &error)) << error;
+    expectWellFormed(c.region, m);
+    if (!ptxas.empty()) EXPECT_EQ(assemble(ptxas, m, c.region.name()), "") << printRegion(c.region) << m.ptx;
+  }
+  if (ptxas.empty()) GTEST_SKIP() << "PTX generated and checked, but not assembled: no ptxas on PATH or in /usr/local/cuda/bin";
+}
+
+TEST_F(CodegenPtx, KernelsFollowThePhasesAndTheirPoints) {
+  Region r("softmax");
+  r.output("y", r.softmax(r.input("x", Shape{{{"rows", 4}, {"classes", 10}}}), "classes"));
+  PtxModule m;
+  std::string error;
+  ASSERT_TRUE(compilePtx(r, &m, &error)) << error;
+  ASSERT_EQ(m.kernels.size(), 3u);  // max, sum, then the output
+  EXPECT_EQ(m.kernels[0].points, 4);
+  EXPECT_EQ(m.kernels[1].points, 4);
+  EXPECT_EQ(m.kernels[2].points, 40);
+  EXPECT_EQ(m.kernels[2].name, "dtl_" + hex64(regionHash(r)) + "_p2");
+}
+
+TEST(CodegenPtxLibdevice, OnlyARegionWithTranscendentalsNeedsIt) {
+  Region relu("relu");
+  relu.output("y", relu.unary(UnaryFn::Relu, relu.input("x", Shape{{{"n", 5}}})));
+  PtxModule m;
+  std::string error;
+  EXPECT_TRUE(compilePtx(relu, &m, &error, "/nonexistent/libdevice.10.bc")) << error;
+  Region e("exp");
+  e.output("y", e.unary(UnaryFn::Exp, e.input("x", Shape{{{"n", 5}}})));
+  EXPECT_FALSE(compilePtx(e, &m, &error, "/nonexistent/libdevice.10.bc"));
+  EXPECT_EQ(error, "cannot read /nonexistent/libdevice.10.bc: No such file or directory");
+}
+
+}  // namespace
+}  // namespace dtl::codegen::testing
