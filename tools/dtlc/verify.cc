@@ -245,8 +245,9 @@ int verifyCommand(const RunFlags& f, std::string& out, std::string& err) {
     if (rc != 0) {
       std::ifstream in(log);
       std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      err += text + "dtlc run: --verify: the run on " + what + " failed (exit status " + std::to_string(rc) +
-             "); nothing was compared\n";
+      std::string how = rc > 128 ? "was stopped by " + rt::launch::signalName(rc - 128)
+                                 : "failed (exit status " + std::to_string(rc) + ")";
+      err += text + "dtlc run: --verify: the run on " + what + " " + how + "; nothing was compared\n";
     }
     return rc;
   };
@@ -280,8 +281,10 @@ int verifyCommand(const RunFlags& f, std::string& out, std::string& err) {
   }
   LossComparison c = compareLosses(both, f.verify_tolerance);
   const std::string tol = formatNumber("%.3g", f.verify_tolerance);
-  out += "verify: " + steps + " on " + ranks + " against " + one + ": largest relative loss difference " +
-         formatNumber("%.2g", c.largest) + " at step " + std::to_string(c.largest_at) + " (tolerance " + tol + "): " +
+  const std::string found = c.largest == 0 ? "the losses are equal at every step"
+                                            : "largest relative loss difference " + formatNumber("%.2g", c.largest) +
+                                                  " at step " + std::to_string(c.largest_at);
+  out += "verify: " + steps + " on " + ranks + " against " + one + ": " + found + " (tolerance " + tol + "): " +
          (c.first_over ? "FAILED" : "ok") + "\n";
   if (c.first_over == 0) return 0;
   err += "dtlc run: --verify: step " + std::to_string(c.first_over) + " is the first over the tolerance " + tol +
