@@ -46,10 +46,12 @@ class Frontend {
   const std::vector<std::string>& layoutErrors() const { return layout_errors_; }
   const sema::Program& program() const { return prog_; }
   const diag::SourceManager& sources() const { return *sources_; }
+  // The graph's `batch`: train.batch (per rank) × the size of every mesh
+  // axis `split batch over` names (after sema).
+  int64_t globalBatch() const;
 
  private:
   void lower(bool with_backward);
-  int64_t globalBatch() const;
   void layOut();
 
   std::unique_ptr<diag::SourceManager> sources_;

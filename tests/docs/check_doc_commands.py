@@ -17,8 +17,8 @@ so a spec shown in a page can be used by that page's commands. Runnable
 blocks of one page run in order, in one scratch folder holding a copy of
 `samples/` (so nothing a command writes lands in the source tree) and
 `build/bin/dtlc` (and `dtlc` on PATH): a stand-in for the dtlc under test
-that appends `--steps 2` to every `run`, and caps `--nproc` at 2, so each
-run takes seconds. A runnable block may not call
+that appends `--steps 2` to every `run` (but a `run --verify K`, which K
+bounds), and caps `--nproc` at 2, so each run takes seconds. A runnable block may not call
 the test scripts (scripts/test.sh, scripts/sample.sh, ctest, this file).
 
 An untagged command block, a skip without a reason or a runnable block that
@@ -131,7 +131,8 @@ def make_scratch(work, dtlc, root):
                 '  if [ "${prev:-}" = --nproc ] && [ "$a" -gt 2 ] 2>/dev/null; then a=2; fi\n'
                 '  args+=("$a"); prev=$a\n'
                 'done\n'
-                'exec %s "${args[@]}" --steps 2\n' % (shquote(dtlc), shquote(dtlc)))
+                'case " $* " in *" --verify "*|*" --verify="*) exec %s "${args[@]}";; esac  # K bounds it\n'
+                'exec %s "${args[@]}" --steps 2\n' % (shquote(dtlc), shquote(dtlc), shquote(dtlc)))
     os.chmod(stand_in, 0o755)
     os.symlink(stand_in, os.path.join(work, 'bin', 'dtlc'))
 

@@ -22,7 +22,25 @@ TEST(Cli, HelpDescribesEveryFlag) {
   EXPECT_EQ(run({"plan", "--help"}, out, err), 0);
   EXPECT_NE(out.find("--device-memory SIZE"), std::string::npos) << out;
   EXPECT_EQ(run({"run", "--help"}, out, err), 0);
-  EXPECT_NE(out.find("--ignore-memory-check"), std::string::npos) << out;
+  for (const char* flag : {"--ignore-memory-check", "--no-checkpoints", "--verify K", "--verify-tolerance X"})
+    EXPECT_NE(out.find(flag), std::string::npos) << flag;
+}
+
+TEST(Cli, VerifyUsageErrorsExitTwo) {
+  std::string out, err;
+  EXPECT_EQ(run({"run", "x.dtl", "--verify", "0"}, out, err), 2);
+  EXPECT_EQ(err, "dtlc run: --verify expects a positive number of steps, got '0'\n");
+  EXPECT_EQ(run({"run", "x.dtl", "--verify=1.5"}, out, err), 2);
+  EXPECT_EQ(err, "dtlc run: --verify expects a positive number of steps, got '1.5'\n");
+  EXPECT_EQ(run({"run", "x.dtl", "--verify", "3", "--verify-tolerance", "nan"}, out, err), 2);
+  EXPECT_EQ(err, "dtlc run: --verify-tolerance expects a relative tolerance from 0, e.g. 1e-5, got 'nan'\n");
+  EXPECT_EQ(run({"run", "x.dtl", "--verify-tolerance", "1e-3"}, out, err), 2);
+  EXPECT_EQ(err, "dtlc run: --verify-tolerance is the tolerance of --verify K; give --verify too\n");
+  EXPECT_EQ(run({"run", "x.dtl", "--verify", "3", "--nproc", "2", "--resume", "ck"}, out, err), 2);
+  EXPECT_EQ(err.substr(0, 70), "dtlc run: --verify does not take --resume: both runs start from the sp");
+  EXPECT_EQ(run({"run", "x.dtl", "--verify", "3"}, out, err), 2);
+  EXPECT_EQ(err, "dtlc run: --verify compares a layout on several ranks with one process, and this job is one "
+                 "process; give --nproc N (or --nnodes K)\n");
 }
 
 TEST(Cli, UsageErrorsExitTwo) {

@@ -1,6 +1,7 @@
 #include "tools/dtlc/flags.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
 namespace dtl::cli {
@@ -24,6 +25,12 @@ Flags& Flags::list(const std::string& name, std::vector<std::string>& out, const
 Flags& Flags::integer(const std::string& name, int64_t& out, const std::string& what, int64_t least, int64_t most,
                       bool* given) {
   flags_.push_back({name, Kind::Integer, &out, what, {}, least, most, given});
+  return *this;
+}
+
+Flags& Flags::number(const std::string& name, double& out, const std::string& what, double least, double most,
+                     bool* given) {
+  flags_.push_back({name, Kind::Number, &out, what, {}, 0, 0, given, least, most});
   return *this;
 }
 
@@ -92,6 +99,16 @@ std::string Flags::take(const Flag& f, const std::string& value) const {
       if (f.given) *f.given = true;
       return "";
     }
+    case Kind::Number: {
+      char* end = nullptr;
+      errno = 0;
+      double v = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end || errno == ERANGE || !std::isfinite(v) || v < f.real_least || v > f.real_most)
+        return f.name + " expects " + f.what + ", got '" + value + "'";
+      *static_cast<double*>(f.out) = v;
+      if (f.given) *f.given = true;
+      return "";
+    }
     case Kind::Bytes: {
       int64_t n = parseSize(value);
       if (n < 0) return f.name + " expects " + f.what + ", got '" + value + "'";
@@ -123,7 +140,7 @@ std::string Flags::parse(const std::vector<std::string>& args, std::string& spec
       if (flag->kind != Kind::Toggle && !inline_value) {
         if (i + 1 >= args.size()) {
           std::string what = flag->choices.empty() ? flag->what : alternatives(flag->choices);
-          bool expects = flag->kind == Kind::Integer || flag->kind == Kind::Bytes;
+          bool expects = flag->kind == Kind::Integer || flag->kind == Kind::Number || flag->kind == Kind::Bytes;
           return flag->name + (expects ? " expects " : " needs ") + what;
         }
         value = args[++i];

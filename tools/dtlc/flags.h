@@ -27,6 +27,9 @@ class Flags {
   // ("a positive number of ranks"). `given` (optional) is set when it appears.
   Flags& integer(const std::string& name, int64_t& out, const std::string& what, int64_t least, int64_t most,
                  bool* given = nullptr);
+  // A finite decimal number in [least, most] ("1e-5", "0.001").
+  Flags& number(const std::string& name, double& out, const std::string& what, double least, double most,
+                bool* given = nullptr);
   // A positive size in bytes: "24 GiB", "24GiB", "512 MiB", "1.5 TB" or a
   // plain number of bytes (units as in a spec: B, KiB … TiB, KB … TB).
   Flags& bytes(const std::string& name, int64_t& out);
@@ -37,7 +40,7 @@ class Flags {
   std::string parse(const std::vector<std::string>& args, std::string& spec, bool& help) const;
 
  private:
-  enum class Kind { Toggle, Text, List, Integer, Bytes };
+  enum class Kind { Toggle, Text, List, Integer, Number, Bytes };
   struct Flag {
     std::string name;
     Kind kind;
@@ -46,6 +49,7 @@ class Flags {
     std::vector<std::string> choices;
     int64_t least = 0, most = 0;
     bool* given = nullptr;
+    double real_least = 0, real_most = 0;  // Number
   };
   std::string take(const Flag& f, const std::string& value) const;
 

@@ -25,6 +25,8 @@
 #include "tools/dtlc/compile_spec.h"
 #include "tools/dtlc/flags.h"
 #include "tools/dtlc/memory_check.h"
+#include "tools/dtlc/run_flags.h"
+#include "tools/dtlc/verify.h"
 
 namespace dtl::cli {
 
@@ -62,43 +64,19 @@ const char* const kRunHelp =
     "  --ignore-memory-check\n"
     "                       start even when the plan's memory per rank × the ranks\n"
     "                       on this machine exceeds the memory it has available\n"
+    "  --no-checkpoints     write no checkpoints: the spec's checkpoint folder is\n"
+    "                       neither written, locked nor pruned\n"
+    "  --verify K           check the layout before a long job: train K steps as\n"
+    "                       this command would and on one process at the same\n"
+    "                       global batch from the same weights, and compare the\n"
+    "                       losses step by step (exit 1 when they differ)\n"
+    "  --verify-tolerance X the largest relative loss difference --verify accepts\n"
+    "                       (default 1e-5)\n"
     "  -h, --help           this help\n"
     "\n"
     "exit status: 0 trained, 1 an error in the spec or during training, 2 usage error\n";
 
 namespace {
-
-struct RunFlags {
-  std::string spec, init, resume, metrics, kernels = "fast";
-  int64_t steps = 0, nproc = 1, join_timeout = 300, nnodes = 1, node_rank = 0, max_restarts = 0;
-  std::string master = "127.0.0.1:0", backend = "auto", iface;
-  bool as_rank = false;  // internal: started by the launcher
-  bool join_timeout_given = false;
-  bool ignore_memory = false;
-  std::vector<std::string> sets;
-  bool help = false;
-};
-
-std::string parseRun(const std::vector<std::string>& args, RunFlags& f) {
-  return Flags("run")
-      .integer("--steps", f.steps, "a positive number of steps", 1, INT64_MAX)
-      .integer("--nproc", f.nproc, "a positive number of ranks", 1, 4096)
-      .integer("--join-timeout", f.join_timeout, "a positive number of seconds", 1, 1000000000, &f.join_timeout_given)
-      .integer("--nnodes", f.nnodes, "a positive number of nodes", 1, 100000)
-      .integer("--node-rank", f.node_rank, "this node's number, from 0", 0, 100000)
-      .integer("--max-restarts", f.max_restarts, "a number from 0", 0, 1000000)
-      .text("--master", f.master, "HOST:PORT")
-      .text("--iface", f.iface, "a network interface, e.g. eth0")
-      .text("--backend", f.backend, "", {"auto", "shm", "gloo"})
-      .toggle("--as-rank", f.as_rank)
-      .toggle("--ignore-memory-check", f.ignore_memory)
-      .list("--set", f.sets, "KEY=VALUE")
-      .text("--init", f.init, "a safetensors file")
-      .text("--resume", f.resume, "a checkpoint folder")
-      .text("--metrics", f.metrics, "a file")
-      .text("--kernels", f.kernels, "", {"fast", "reference"})
-      .parse(args, f.spec, f.help);
-}
 
 // "normal(std = 0.02, mean = 0)" → kind and arguments.
 void parseInit(const std::string& text, rt::ParamSpec& p) {
@@ -220,7 +198,7 @@ rt::TrainConfig makeConfig(const driver::Frontend& fe, const RunFlags& f) {
   c.log_every = period(t.log_every);
   c.eval_every = period(t.eval_every);
   c.checkpoint_every = period(t.checkpoint_every);
-  c.checkpoint_dir = t.checkpoint_dir;
+  if (!f.no_checkpoints) c.checkpoint_dir = t.checkpoint_dir;
   c.checkpoint_keep = t.checkpoint_keep;
   c.init_file = f.init;
   c.resume_dir = f.resume;
@@ -230,16 +208,27 @@ rt::TrainConfig makeConfig(const driver::Frontend& fe, const RunFlags& f) {
   return c;
 }
 
+}  // namespace
+
+bool dtlcExecutable(std::string& exe, std::string& what) {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  exe = n > 0 ? std::string(self, static_cast<size_t>(n)) : "";
+  if (exe.size() >= 4 && exe.compare(exe.size() - 4, 4, "dtlc") == 0) return true;
+  what = exe.empty() ? "unknown" : exe;
+  return false;
+}
+
+namespace {
+
 // `--nproc N`: start N copies of this command as ranks and supervise them.
 int launchRanks(const std::vector<std::string>& args, const RunFlags& f, std::string& err) {
   rt::launch::LaunchOptions o;
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  std::string exe = n > 0 ? std::string(self, static_cast<size_t>(n)) : "";
   // Each rank re-runs this binary: it must be dtlc (an embedding program,
   // such as a test, would start copies of itself).
-  if (exe.size() < 4 || exe.compare(exe.size() - 4, 4, "dtlc") != 0) {
-    err += "dtlc run: --nproc starts ranks of the dtlc binary; this process is " + (exe.empty() ? "unknown" : exe) + "\n";
+  std::string exe, what;
+  if (!dtlcExecutable(exe, what)) {
+    err += "dtlc run: --nproc starts ranks of the dtlc binary; this process is " + what + "\n";
     return 2;
   }
   o.argv.push_back(exe);
@@ -392,6 +381,11 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
   }
   if (f.spec.empty()) {
     err += "dtlc run: no SPEC given\nusage: dtlc run SPEC [--steps N] [--set KEY=VALUE]… [--metrics FILE]\n";
+    return 2;
+  }
+  if (f.verify > 0 && !f.as_rank) return verifyCommand(f, out, err);
+  if (f.verify_tolerance_given && f.verify == 0) {
+    err += "dtlc run: --verify-tolerance is the tolerance of --verify K; give --verify too\n";
     return 2;
   }
   // --max-restarts needs someone to restart the process: the launcher, even for one rank.

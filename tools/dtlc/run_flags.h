@@ -1,0 +1,33 @@
+// `dtlc run`'s flags: what the command line says (parseRun) and the command
+// line that says it again (runArgs), for the jobs `--verify` starts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtl::cli {
+
+struct RunFlags {
+  std::string spec, init, resume, metrics, kernels = "fast";
+  int64_t steps = 0, nproc = 1, join_timeout = 300, nnodes = 1, node_rank = 0, max_restarts = 0;
+  std::string master = "127.0.0.1:0", backend = "auto", iface;
+  bool as_rank = false;  // internal: started by the launcher
+  bool join_timeout_given = false;
+  bool ignore_memory = false;
+  bool no_checkpoints = false;
+  int64_t verify = 0;  // --verify K: 0 = not asked
+  double verify_tolerance = 1e-5;
+  bool verify_tolerance_given = false;
+  std::vector<std::string> sets;
+  bool help = false;
+};
+
+// "" or the usage message (without the "dtlc run: " prefix).
+std::string parseRun(const std::vector<std::string>& args, RunFlags& f);
+
+// `run SPEC …` that parseRun reads back as `f` (without --verify,
+// --verify-tolerance, --as-rank and --help).
+std::vector<std::string> runArgs(const RunFlags& f);
+
+}  // namespace dtl::cli
