@@ -41,6 +41,7 @@ const char* opName(Op op) {
     case Op::AllReduce: return "all_reduce";
     case Op::AllGather: return "all_gather";
     case Op::ReduceScatter: return "reduce_scatter";
+    case Op::LocalSlice: return "local_slice";
   }
   return "?";
 }
@@ -57,9 +58,8 @@ std::string num(double v) {
 
 std::string printNode(const Node& n, const std::string& note) {
   std::string s = "%" + std::to_string(n.id) + " = " + opName(n.op);
-  // A collective's fn is why the layout inserted it (a sentence, not a function).
-  bool collective = n.op == Op::AllReduce || n.op == Op::AllGather || n.op == Op::ReduceScatter;
-  if (!n.fn.empty() && !collective) s += "." + n.fn;
+  // A conversion's fn is why the layout inserted it (a sentence, not a function).
+  if (!n.fn.empty() && !isConversion(n.op)) s += "." + n.fn;
   s += "(";
   for (size_t i = 0; i < n.inputs.size(); ++i) s += (i ? ", %" : "%") + std::to_string(n.inputs[i]);
   s += ")";

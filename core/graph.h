@@ -66,6 +66,8 @@ enum class Op {
   AllReduce,      // Partial → Replicate: sum over the axis
   AllGather,      // Shard(names[0]) → Replicate
   ReduceScatter,  // Partial → Shard(names[0])
+  LocalSlice,     // Replicate → Shard(names[0]): this rank's slice of a value every rank holds whole;
+                  // no communication. In a rank's program `index` is where its slice starts in its input.
 };
 
 // A group of all-reduces launched together (language.md §9 `bucket`): it
@@ -80,6 +82,10 @@ struct Bucket {
 };
 
 const char* opName(Op op);
+// The nodes the layout pass inserts to change a placement (their `fn` says why).
+inline bool isConversion(Op op) {
+  return op == Op::AllReduce || op == Op::AllGather || op == Op::ReduceScatter || op == Op::LocalSlice;
+}
 
 struct Node {
   int id = -1;

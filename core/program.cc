@@ -1,5 +1,7 @@
 #include "core/program.h"
 
+#include <algorithm>
+
 namespace dtl::prog {
 
 namespace {
@@ -56,6 +58,15 @@ std::string scheduleText(const Program& p, const Schedule& s, const char* name) 
 }  // namespace
 
 int64_t Schedule::slotBytes() const { return wordBytes(slot_words); }
+
+std::vector<int64_t> Program::arenaWords() const {
+  std::vector<int64_t> words(std::max(train.slot_words.size(), eval.slot_words.size()), 0);
+  for (const Schedule* s : {&train, &eval})
+    for (size_t k = 0; k < s->slot_words.size(); ++k) words[k] = std::max(words[k], s->slot_words[k]);
+  return words;
+}
+
+int64_t Program::arenaBytes() const { return wordBytes(arenaWords()); }
 
 int64_t Program::groupBytes() const {
   std::vector<int64_t> words;

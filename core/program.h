@@ -83,6 +83,10 @@ struct Program {
   std::vector<ir::Bucket> buckets;                 // the bucketing pass's, for reporting
 
   const ir::Node& operator[](int id) const { return nodes[static_cast<size_t>(id)]; }
+  // The executor's buffer slots: both schedules number theirs from 0 and
+  // never run at once, so slot k is as large as the larger of the two.
+  std::vector<int64_t> arenaWords() const;
+  int64_t arenaBytes() const;   // saturates at INT64_MAX
   int64_t groupBytes() const;  // saturates at INT64_MAX
 };
 

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace dtl::layout {
 
@@ -82,6 +83,27 @@ class Pass {
     Pl pl = place_[static_cast<size_t>(id)];
     pl[a] = Placement{};
     return add(std::move(c), std::move(pl));
+  }
+
+  // Replicate → Shard(dim) on axis `a`: a local slice, no communication;
+  // one per value, axis and dim however many consumers need it.
+  int localSlice(int id, size_t a, const std::string& dim) {
+    auto key = std::make_tuple(id, a, dim);
+    auto done = sliced_.find(key);
+    if (done != sliced_.end()) return done->second;
+    const Node& src = out_.nodes[static_cast<size_t>(id)];
+    Node c;
+    c.op = Op::LocalSlice;
+    c.shape = src.shape;
+    c.dtype = src.dtype;
+    c.inputs = {id};
+    c.name = mesh_[a].name;
+    c.names = {dim};
+    c.fn = "a replicated operand meets a value sharded along `" + dim + "`";
+    c.where = ruleWhere(dim);
+    Pl pl = place_[static_cast<size_t>(id)];
+    pl[a] = Placement{Placement::Shard, dim};
+    return sliced_[key] = add(std::move(c), std::move(pl));
   }
 
   int replicate(int id, const std::string& why) {
@@ -231,12 +253,10 @@ class Pass {
         partial_dim_[{static_cast<int>(out_.nodes.size()), a}] = shard;
       } else if (!shard.empty()) {
         out[a] = Placement{Placement::Shard, shard};
-        // A replicated operand that carries the dim would need a local slice.
-        for (int in : n.inputs)
-          if (place_[static_cast<size_t>(in)][a].kind == Placement::Replicate && out_.nodes[static_cast<size_t>(in)].shape.has(shard) &&
-              out_.nodes[static_cast<size_t>(in)].op != Op::Const)
-            errors_.push_back(std::string("`") + ir::opName(old.op) + "` (" + old.where + ") needs a local slice of a replicated operand along `" +
-                              shard + "`: not supported yet");
+        // A replicated operand that carries the dim: each rank takes its slice.
+        for (int& in : n.inputs)
+          if (place_[static_cast<size_t>(in)][a].kind == Placement::Replicate && out_.nodes[static_cast<size_t>(in)].shape.has(shard))
+            in = localSlice(in, a, shard);
       } else if (any_partial) {
         out[a] = Placement{Placement::Partial, ""};
         for (size_t k = 0; k < n.inputs.size(); ++k)
@@ -297,6 +317,7 @@ class Pass {
   std::vector<Pl> place_;
   std::vector<int> map_;
   std::map<std::pair<int, size_t>, std::string> partial_dim_;
+  std::map<std::tuple<int, size_t, std::string>, int> sliced_;
   std::vector<std::string> errors_;
 };
 

@@ -12,8 +12,7 @@ std::string printLayout(const ir::Graph& g, const Layout& l) {
     const std::vector<Placement>& p = l.of[static_cast<size_t>(n.id)];
     for (size_t a = 0; a < l.mesh.size() && a < p.size(); ++a) s += " " + l.mesh[a].name + "=" + p[a].str();
     s += " local " + localShape(n.shape, p, l.mesh).str();
-    bool collective = n.op == ir::Op::AllReduce || n.op == ir::Op::AllGather || n.op == ir::Op::ReduceScatter;
-    if (collective && !n.fn.empty()) s += "  (" + n.fn + ")";  // why the layout inserted it
+    if (ir::isConversion(n.op) && !n.fn.empty()) s += "  (" + n.fn + ")";  // why the layout inserted it
     return s;
   });
   for (const ir::Bucket& b : g.buckets) {

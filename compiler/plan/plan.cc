@@ -131,7 +131,7 @@ Memory memoryPerRank(const prog::Program& p, const sema::Spec& spec) {
     states = it != spec.train.optimizer_args.end() && it->second != 0 ? 1 : 0;
   }
   m.optimizer_state = states == 0 ? 0 : states == 1 ? m.parameters : plus(m.parameters, m.parameters);
-  m.peak_activations = p.train.slotBytes();
+  m.peak_activations = p.arenaBytes();
   m.communication = p.groupBytes();
   return m;
 }

@@ -14,9 +14,10 @@
 namespace dtl::plan {
 
 // Per rank, from the rank's program: parameters and gradients of the local
-// shapes, the optimiser's state, the buffer slots of the training schedule
-// (activations, inputs, the backward pass's values) and the communication
-// groups' buffers (gradient buckets).
+// shapes, the optimiser's state, the executor's buffer slots (activations,
+// inputs, the backward pass's values; the larger of the training and the
+// evaluation schedule's use of each) and the communication groups' buffers
+// (gradient buckets).
 struct Memory {
   int64_t parameters = 0, gradients = 0, optimizer_state = 0, peak_activations = 0, communication = 0;
   // Saturates at INT64_MAX (a plan that large fits nowhere).

@@ -20,7 +20,8 @@ int root(const prog::Schedule& s, int v) {
 
 }  // namespace
 
-void assignSlots(prog::Program& p, prog::Schedule& s, const std::vector<bool>& keep) {
+void assignSlots(prog::Program& p, prog::Schedule& s, const std::vector<bool>& keep,
+                 const std::vector<int64_t>& pool) {
   const size_t n = p.nodes.size();
   std::vector<int> def(n, kEnd), last(n, -1);
   for (size_t pos = 0; pos < s.instrs.size(); ++pos) {
@@ -57,7 +58,9 @@ void assignSlots(prog::Program& p, prog::Schedule& s, const std::vector<bool>& k
     born[static_cast<size_t>(def[v])].push_back(static_cast<int>(v));
     if (last[v] != kEnd) dies[static_cast<size_t>(last[v])].push_back(static_cast<int>(v));
   }
+  s.slot_words = pool;
   std::vector<int> free;  // slot ids
+  for (size_t k = 0; k < pool.size(); ++k) free.push_back(static_cast<int>(k));
   for (size_t pos = 0; pos < s.instrs.size(); ++pos) {
     for (int v : born[pos]) {
       // A size past int64 saturates (the memory check refuses it before a run).

@@ -4,7 +4,10 @@
 // lives from the instruction that writes it to the last one that reads it —
 // for a collective's operand, until its group is waited for; a view keeps
 // its source alive; what the caller reads after a run (`keep`) lives to the
-// end. Each instruction lists the values it is the last reader of.
+// end. Each instruction lists the values it is the last reader of. `pool`
+// are slots (sizes in words) that exist already and are free at the start:
+// the evaluation schedule is placed in the training schedule's slots, so the
+// two share one set of buffers.
 #pragma once
 
 #include <vector>
@@ -13,6 +16,7 @@
 
 namespace dtl::program {
 
-void assignSlots(prog::Program& p, prog::Schedule& s, const std::vector<bool>& keep);
+void assignSlots(prog::Program& p, prog::Schedule& s, const std::vector<bool>& keep,
+                 const std::vector<int64_t>& pool = {});
 
 }  // namespace dtl::program

@@ -6,7 +6,8 @@
 //    starts right after the value named by its `start_after` is ready and
 //    is waited for before the first instruction that reads a member.
 // 4. Per schedule, storage: views (parameters, reshapes, leading-dim slices
-//    of parameters) alias their source; in training, a gradient whose only
+//    of parameters, a rank's slice of a replicated value along its leading
+//    dim) alias their source; in training, a gradient whose only
 //    reader is its bucket's all-reduce is computed into the bucket, a stacked
 //    copy's gradient into its block of the stack, and a parameter's gradient
 //    into the caller's memory when bound; everything else gets a buffer slot
@@ -39,7 +40,7 @@ class Planner {
   void run() {
     groups();
     p_.train = schedule(true);
-    p_.eval = schedule(false);
+    p_.eval = schedule(false, p_.train.slot_words);  // in the training schedule's slots
   }
 
  private:
@@ -86,7 +87,7 @@ class Planner {
     return in;
   }
 
-  Schedule schedule(bool train) {
+  Schedule schedule(bool train, const std::vector<int64_t>& pool = {}) {
     Schedule s;
     const std::vector<bool> in = members(train);
     order(s, in);
@@ -94,7 +95,7 @@ class Planner {
     for (const Node& n : g_.nodes)
       if (in[static_cast<size_t>(n.id)]) s.storage[static_cast<size_t>(n.id)] = storage(n, train);
     if (train) placeTraining(s);
-    assignSlots(p_, s, kept());
+    assignSlots(p_, s, kept(), pool);
     return s;
   }
 
@@ -141,6 +142,11 @@ class Planner {
     if (n.op == Op::Param) return {Storage::Param, -1, 0};
     if (n.op == Op::Reshape) return {Storage::Alias, n.inputs[0], 0};
     if (n.op == Op::Slice && paramView(n.id)) return {Storage::Alias, n.inputs[0], n.index * elements(p_[n.id])};
+    if (n.op == Op::LocalSlice && p_[n.inputs[0]].shape.find(n.names[0]) == 0) {
+      // A slice of the leading dim is a contiguous block of the input.
+      const Shape& in = p_[n.inputs[0]].shape;
+      return {Storage::Alias, n.inputs[0], p_[n.id].index * (elements(p_[n.inputs[0]]) / std::max<int64_t>(in.dims[0].size, 1))};
+    }
     if (grp >= 0 && p_.groups[static_cast<size_t>(grp)].bucket >= 0)
       return train ? Storage{Storage::Group, grp, offset_.at(n.id)} : Storage{};
     return {Storage::Slot, -1, 0};
@@ -239,6 +245,14 @@ prog::Program planProgram(const ir::Graph& g, const layout::Layout& layout, cons
   p.placement = layout.of;
   p.placement.resize(g.nodes.size(), std::vector<layout::Placement>(p.mesh.size()));
   for (ir::Node& n : p.nodes) n.shape = layout::localShape(n.shape, p.placement[static_cast<size_t>(n.id)], p.mesh);
+  for (ir::Node& n : p.nodes) {
+    if (n.op != ir::Op::LocalSlice) continue;
+    // Where this rank's slice starts within its input's local block.
+    const int in = n.inputs[0];
+    const Shape& global = g[in].shape;
+    n.index = layout::localOffset(global, n.names[0], p.placement[static_cast<size_t>(n.id)], p.mesh, p.coords) -
+              layout::localOffset(global, n.names[0], p.placement[static_cast<size_t>(in)], p.mesh, p.coords);
+  }
   p.loss = g.loss;
   p.forward_end = g.forward_end;
   p.metrics = g.metrics;

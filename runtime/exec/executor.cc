@@ -17,14 +17,11 @@ namespace dtl::rt {
 
 Executor::Executor(const prog::Program& p, Backend& backend) : program_(p), backend_(backend) {
   views_.resize(p.nodes.size());
-  size_t slots = std::max(p.train.slot_words.size(), p.eval.slot_words.size());
-  slots_.resize(slots);
-  for (size_t k = 0; k < slots; ++k) {
-    int64_t words = 0;
-    for (const prog::Schedule* s : {&p.train, &p.eval})
-      if (k < s->slot_words.size()) words = std::max(words, s->slot_words[k]);
-    slots_[k].words.reset(new uint32_t[static_cast<size_t>(words)]);  // never zeroed: every kernel writes all of its output
-    held_bytes_ += words * 4;
+  const std::vector<int64_t> arena = p.arenaWords();
+  slots_.resize(arena.size());
+  for (size_t k = 0; k < arena.size(); ++k) {
+    slots_[k].words.reset(new uint32_t[static_cast<size_t>(arena[k])]);  // never zeroed: every kernel writes all of its output
+    held_bytes_ += arena[k] * 4;
   }
   flat_.resize(p.groups.size());
   work_.resize(p.groups.size());
@@ -131,12 +128,30 @@ KernelStatus Executor::runNode(const prog::Schedule& s, int id, const RunContext
     std::memcpy(v.data, it->second.data(), static_cast<size_t>(v.elements) * 4);
     return {};
   }
-  if (s.storage[static_cast<size_t>(id)].kind == prog::Storage::Alias && (n.op == ir::Op::Reshape || n.op == ir::Op::Slice))
+  if (s.storage[static_cast<size_t>(id)].kind == prog::Storage::Alias &&
+      (n.op == ir::Op::Reshape || n.op == ir::Op::Slice || n.op == ir::Op::LocalSlice))
     return {};  // a view: its data is its source's
+  if (n.op == ir::Op::LocalSlice) return localSlice(n, views_[static_cast<size_t>(n.inputs[0])], v);
   std::vector<const TensorView*> ins;
   ins.reserve(n.inputs.size());
   for (int x : n.inputs) ins.push_back(&views_[static_cast<size_t>(x)]);
   return backend_.run(n, ins, v, ctx);
+}
+
+// This rank's block of a replicated value along a dim that is not its
+// leading one (that one is a view): a strided copy, no communication.
+KernelStatus Executor::localSlice(const ir::Node& n, const TensorView& in, TensorView& out) {
+  const int k = in.shape.find(n.names[0]);
+  if (k < 0) return {false, "local_slice: `" + n.names[0] + "` is not a dim of its input"};
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < k; ++d) outer *= in.shape.dims[static_cast<size_t>(d)].size;
+  for (size_t d = static_cast<size_t>(k) + 1; d < in.shape.dims.size(); ++d) inner *= in.shape.dims[d].size;
+  const int64_t whole = in.shape.dims[static_cast<size_t>(k)].size, part = out.shape.dims[static_cast<size_t>(k)].size;
+  const auto* src = static_cast<const uint32_t*>(in.data);
+  auto* dst = static_cast<uint32_t*>(out.data);
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(dst + o * part * inner, src + (o * whole + n.index) * inner, static_cast<size_t>(part * inner) * 4);
+  return {};
 }
 
 KernelStatus Executor::start(const prog::Schedule& s, int group, int after_node, int64_t nodes_left) {

@@ -64,6 +64,7 @@ class Executor {
  private:
   void* place(const prog::Schedule& s, int node);
   KernelStatus runNode(const prog::Schedule& s, int node, const RunContext& ctx);
+  KernelStatus localSlice(const ir::Node& n, const TensorView& in, TensorView& out);
   KernelStatus start(const prog::Schedule& s, int group, int after_node, int64_t nodes_left);
   KernelStatus wait(int group);
 

@@ -69,6 +69,7 @@ struct RankResult {
   float loss = 0;
   std::map<std::string, std::vector<float>> grads;
   std::vector<Executor::BucketEvent> events;
+  int64_t held_bytes = 0, planned_bytes = 0;  // what the executor allocated; what the program says it needs
   std::string error;
 };
 
@@ -96,6 +97,12 @@ RankResult runRank(const driver::Frontend& fe, Problem p, int rank, int world, c
     r.grads[path].assign(gr, gr + p.params[path].size());
   }
   r.events = ex.bucketEvents();
+  r.held_bytes = ex.peakBytes();
+  // Slots and buckets, and the gradients nobody bound (this test binds none).
+  r.planned_bytes = program.arenaBytes() + program.groupBytes();
+  for (const auto& [path, id] : program.grads)
+    if (program.train.storage[static_cast<size_t>(id)].kind == prog::Storage::Output)
+      r.planned_bytes += program[id].shape.elements().value_or(0) * 4;
   return r;
 }
 
@@ -134,6 +141,7 @@ TEST_P(Ddp, EveryRankGetsTheOneRankGradientsOfTheGlobalBatch) {
     const RankResult& got = ranks[static_cast<size_t>(r)];
     ASSERT_TRUE(got.error.empty()) << "rank " << r << ": " << got.error;
     EXPECT_LT(relDiff(got.loss, ref.loss), 1e-5) << "rank " << r << " loss " << got.loss << " vs " << ref.loss;
+    EXPECT_EQ(got.held_bytes, got.planned_bytes) << "rank " << r << ": the executor holds what its program plans";
     ASSERT_EQ(got.grads.size(), ref.grads.size());
     for (const auto& [path, want] : ref.grads) {
       const std::vector<float>& have = got.grads.at(path);
