@@ -16,6 +16,8 @@
 //    count: the graph's sizes are global).
 // 4. The optimiser needs gradients placed like their parameters; the loss
 //    and metrics are read as global values: conversions are inserted there.
+//    A stacked parameter's gradient is reduced copy by copy, before it is
+//    gathered, so each layer's reduction overlaps the layers still to come.
 #include "compiler/layout/assign_placements.h"
 
 #include <algorithm>
@@ -38,6 +40,7 @@ class Pass {
       for (size_t a = 0; a < mesh.size(); ++a)
         if (mesh[a].name == r.axis) split_[r.dim] = {a, r.where};
     }
+    findStackUpdates();
   }
 
   std::vector<std::string> run(ir::Graph& out, Layout& layout) {
@@ -104,6 +107,42 @@ class Pass {
     Pl pl = place_[static_cast<size_t>(id)];
     pl[a] = Placement{Placement::Shard, dim};
     return sliced_[key] = add(std::move(c), std::move(pl));
+  }
+
+  // The update each stacked gradient's gather leads to: a slice_grad whose
+  // only reader is the optimiser's update (or another such slice_grad).
+  void findStackUpdates() {
+    std::vector<int> readers(in_.nodes.size(), 0);
+    for (const Node& c : in_.nodes)
+      for (int x : c.inputs) ++readers[static_cast<size_t>(x)];
+    stack_update_.assign(in_.nodes.size(), -1);
+    for (size_t k = in_.nodes.size(); k-- > 0;) {
+      const Node& c = in_.nodes[k];
+      int update = c.op == Op::Update ? c.id : c.op == Op::SliceGrad ? stack_update_[k] : -1;
+      if (update < 0) continue;
+      for (size_t i = c.op == Op::Update ? 1 : 0; i < c.inputs.size(); ++i) {
+        const int x = c.inputs[i];
+        if (in_[x].op == Op::SliceGrad && readers[static_cast<size_t>(x)] == 1) stack_update_[static_cast<size_t>(x)] = update;
+      }
+    }
+  }
+
+  // A stacked parameter's gradient gathers each copy's (layer's) gradient.
+  // Where the optimiser needs it replicated, each copy's partial sum is
+  // reduced before the gather rather than the whole stack after it: the same
+  // bytes, but every layer's reduction can start as soon as its backward
+  // pass is done instead of waiting for the last layer's.
+  void reduceCopiesFirst(const Node& old, Node& n) {
+    const int update = stack_update_[static_cast<size_t>(old.id)];
+    if (update < 0) return;
+    const Node& u = in_[update];
+    const Pl& param = place_[static_cast<size_t>(map_[static_cast<size_t>(u.inputs[0])])];
+    for (size_t a = 0; a < mesh_.size(); ++a) {
+      if (param[a].kind != Placement::Replicate) continue;
+      for (int& x : n.inputs)
+        if (place_[static_cast<size_t>(x)][a].kind == Placement::Partial)
+          x = convert(x, a, "the optimiser updates " + u.name + " on every rank; each layer is reduced when its backward pass is done");
+    }
   }
 
   int replicate(int id, const std::string& why) {
@@ -219,6 +258,7 @@ class Pass {
       map_[static_cast<size_t>(old.id)] = add(std::move(n), std::move(param_place));
       return;
     }
+    if (old.op == Op::SliceGrad) reduceCopiesFirst(old, n);
     std::set<std::string> whole = within(old, in_);
     std::set<std::string> sums = summed(old, in_);
     for (size_t a = 0; a < mesh_.size(); ++a) {
@@ -318,6 +358,7 @@ class Pass {
   std::vector<int> map_;
   std::map<std::pair<int, size_t>, std::string> partial_dim_;
   std::map<std::tuple<int, size_t, std::string>, int> sliced_;
+  std::vector<int> stack_update_;  // per input node: the update its gather leads to, or -1
   std::vector<std::string> errors_;
 };
 

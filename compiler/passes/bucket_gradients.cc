@@ -1,5 +1,6 @@
-// 1. Collect the all-reduces that feed an optimiser update, with the node
-//    that produced their input (the gradient).
+// 1. Collect the all-reduces that feed an optimiser update (directly, or as
+//    one copy of a stacked parameter's gradient), with the node that
+//    produced their input (the gradient).
 // 2. Sort by that producer's position: the backward pass's order.
 // 3. Fill buckets per axis up to the cap; each bucket starts after its last
 //    member's producer (or, without overlap, after the last backward node).
@@ -11,14 +12,23 @@
 namespace dtl::passes {
 
 void bucketGradients(ir::Graph& g, int64_t cap_bytes, bool overlap) {
+  // What reaches an update directly, or through the gathers of a stacked
+  // parameter's copies (each copy reduced on its own).
   std::vector<bool> feeds_update(g.nodes.size(), false);
-  int last_backward = 0;
-  for (const ir::Node& n : g.nodes) {
-    if (n.op == ir::Op::Update) {
+  for (size_t k = g.nodes.size(); k-- > 0;) {
+    const ir::Node& n = g.nodes[k];
+    if (n.op == ir::Op::Update || (n.op == ir::Op::SliceGrad && feeds_update[k]))
       for (int in : n.inputs) feeds_update[static_cast<size_t>(in)] = true;
-    } else if (n.op != ir::Op::AllReduce) {
-      last_backward = n.id;
-    }
+  }
+  // The end of the backward pass: its last node that is not a reduction, an
+  // update, or the gather of reduced copies.
+  int last_backward = 0;
+  std::vector<bool> reduced(g.nodes.size(), false);  // an all-reduce, or a gather of reduced values
+  for (const ir::Node& n : g.nodes) {
+    bool gathers = n.op == ir::Op::SliceGrad && !n.inputs.empty();
+    for (int in : n.inputs) gathers = gathers && reduced[static_cast<size_t>(in)];
+    reduced[static_cast<size_t>(n.id)] = n.op == ir::Op::AllReduce || gathers;
+    if (!reduced[static_cast<size_t>(n.id)] && n.op != ir::Op::Update) last_backward = n.id;
   }
   struct Item {
     int node, producer;

@@ -34,9 +34,18 @@ std::string describeNode(const ir::Graph& g, int id, const std::map<int, std::st
 }
 
 std::vector<Collective> collectives(const ir::Graph& g) {
+  // What each value is the gradient of: a parameter, or one copy of a
+  // stacked one ("blocks.attn.wq[3]": the gathers name their copies).
   std::map<int, std::string> grad_of, update_of;
   for (const ir::Node& n : g.nodes)
     if (n.op == ir::Op::Update) update_of[n.inputs[1]] = n.name;
+  for (size_t k = g.nodes.size(); k-- > 0;) {
+    const ir::Node& n = g.nodes[k];
+    auto whole = update_of.find(n.id);
+    if (n.op != ir::Op::SliceGrad || whole == update_of.end()) continue;
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      update_of[n.inputs[i]] = whole->second + "[" + std::to_string(n.index + static_cast<int64_t>(i)) + "]";
+  }
   for (const ir::Node& n : g.nodes)
     if (n.op == ir::Op::AllReduce && update_of.count(n.id)) grad_of[n.inputs[0]] = update_of[n.id];
   std::vector<Collective> out;

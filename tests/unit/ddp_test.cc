@@ -27,6 +27,21 @@ std::string mlpSpec(const std::string& parallel_extra) {
          "parallel { mesh dp = auto; split batch over dp; bucket = 1 KiB" + parallel_extra + " }\n";
 }
 
+// A stack of stacks (`blocks.inner.w` is [depth, width, f, hid]) under a
+// linear head: each copy of every stacked parameter is reduced on its own.
+std::string stackedSpec() {
+  return "layer Inner(d: dim, e: dim) {\n  param w : [d, e] init normal(std = 0.3)\n  param v : [e, d] init normal(std = 0.3)\n"
+         "  param b : [d] init zeros\n  forward(x) = tanh(tanh(x @ w) @ v + b)\n}\n"
+         "layer Outer(d: dim, e: dim, k: dim) {\n  inner = repeat(k) Inner(d, e)\n  param s : [d] init ones\n"
+         "  forward(x) = inner(x) * s + x\n}\n"
+         "model M {\n  dim f = 16, hid = 8, depth = 3, width = 2, c = 5\n  input x : f32[batch, f]\n  input y : i32[batch]\n"
+         "  blocks = repeat(depth) Outer(f, hid, width)\n  head = Linear(f, c)\n"
+         "  loss = cross_entropy(head(blocks(x)), y, over = c)\n}\n"
+         "data { train { synthetic(seed = 1) } }\n"
+         "train {\n  batch = 12\n  steps = 1\n  optimizer = sgd(lr = 0.1)\n}\n"
+         "parallel { mesh dp = auto; split batch over dp; bucket = 1 KiB }\n";
+}
+
 struct Compiled {
   driver::Frontend fe;
 };
@@ -129,10 +144,10 @@ double relDiff(float a, float b) { return std::fabs(a - b) / std::max(1e-6, stat
 
 class Ddp : public ::testing::TestWithParam<int> {};
 
-TEST_P(Ddp, EveryRankGetsTheOneRankGradientsOfTheGlobalBatch) {
-  int world = GetParam();
-  auto one = compile(mlpSpec(""), 1);
-  auto many = compile(mlpSpec(""), world);
+// `world` ranks of `spec` against one rank of the same global batch.
+void expectOneRankGradients(const std::string& spec, int world) {
+  auto one = compile(spec, 1);
+  auto many = compile(spec, world);
   Problem p = problem(one->fe.graph());
   RankResult ref = runRank(one->fe, p, 0, 1, nullptr);
   ASSERT_TRUE(ref.error.empty()) << ref.error;
@@ -155,6 +170,10 @@ TEST_P(Ddp, EveryRankGetsTheOneRankGradientsOfTheGlobalBatch) {
     }
   }
 }
+
+TEST_P(Ddp, EveryRankGetsTheOneRankGradientsOfTheGlobalBatch) { expectOneRankGradients(mlpSpec(""), GetParam()); }
+
+TEST_P(Ddp, StackedParametersToo) { expectOneRankGradients(stackedSpec(), GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Ddp, ::testing::Values(2, 3, 4), [](const auto& info) {
   return std::to_string(info.param) + "ranks";
@@ -184,6 +203,29 @@ TEST(DdpOverlap, FirstBucketStartsBeforeTheBackwardPassEnds) {
     EXPECT_GT(first.nodes_left, 0);
     // Launches follow the backward pass: each bucket after the one before.
     for (size_t k = 1; k < r.events.size(); ++k) EXPECT_GE(r.events[k].after_node, r.events[k - 1].after_node);
+  }
+}
+
+// A stacked parameter's gradient is not reduced whole after the last layer's
+// backward pass: each copy's partial sum is, in buckets, as it is produced.
+TEST(DdpOverlap, EachLayerOfAStackIsReducedAsItsBackwardPassEnds) {
+  auto many = compile(stackedSpec(), 2);
+  const ir::Graph& g = many->fe.graph();
+  int per_copy = 0;  // all-reduces a gather of copies reads
+  for (const ir::Node& n : g.nodes) {
+    if (n.op == ir::Op::AllReduce)
+      EXPECT_NE(g[n.inputs[0]].op, ir::Op::SliceGrad) << "%" << n.id << " reduces a whole stack";
+    if (n.op == ir::Op::SliceGrad)
+      for (int x : n.inputs) per_copy += g[x].op == ir::Op::AllReduce;
+  }
+  EXPECT_EQ(per_copy, 3 * 2 * 3 + 3);  // w, v, b of the 3 × 2 inner copies; s of the 3 outer ones
+  std::vector<RankResult> ranks = runWorld(many->fe, problem(g), 2);
+  int backward_end = lastGradientNode(g);
+  for (const RankResult& r : ranks) {
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    ASSERT_EQ(r.events.size(), g.buckets.size());
+    ASSERT_GE(r.events.size(), 3u);
+    EXPECT_LT(r.events[1].after_node, backward_end) << "the second bucket waited for the whole backward pass";
   }
 }
 
