@@ -55,8 +55,9 @@ struct TrainConfig {
   std::string init_file, resume_dir, metrics_file;
   bool reference_kernels = false;
   int threads = 1;
-  // Data parallelism: this rank's place on the axis `batch` is split over,
-  // and a communicator per mesh axis. Global rank 0 alone logs, evaluates
+  // Data parallelism: which slice of each global batch this rank reads
+  // (rank of world equal slices, from its program's local shapes), and a
+  // communicator per mesh axis. Global rank 0 alone logs, evaluates
   // to the screen, writes metrics and the checkpoint folder (writer_ranks.h);
   // every rank computes.
   int rank = 0, world = 1;

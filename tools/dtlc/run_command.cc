@@ -146,6 +146,20 @@ std::vector<rt::data::FieldSpec> fields(const sema::Spec& spec, const std::strin
   return out;
 }
 
+// Which samples of each global batch this rank reads: its slice of the
+// inputs' leading (sample) dim, as its program holds it.
+void sampleSlice(const ir::Graph& g, const prog::Program& p, rt::TrainConfig& c) {
+  for (const ir::Node& n : g.nodes) {
+    if (n.op != ir::Op::Input || n.shape.dims.empty()) continue;
+    const Dim& global = n.shape.dims[0];
+    const int64_t local = std::max<int64_t>(p[n.id].shape.dims[0].size, 1);
+    const int64_t offset = layout::localOffset(n.shape, global.name, p.placement[static_cast<size_t>(n.id)], p.mesh, p.coords);
+    c.world = static_cast<int>(global.size / local);
+    c.rank = static_cast<int>(offset / local);
+    return;
+  }
+}
+
 rt::Period period(const sema::Every& e) { return rt::Period{e.present ? e.count : 0, e.unit == "epochs"}; }
 
 rt::TrainConfig makeConfig(const driver::Frontend& fe, const RunFlags& f) {
@@ -326,12 +340,6 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
     if (env.rank == 0)
       std::fprintf(stdout, "rank 0 of %d: `%s` group of %lld ranks over %s%s\n", env.world_size, axis.name.c_str(),
                    static_cast<long long>(axis.size), c->backend(), shm ? "" : (" from " + host).c_str());
-    for (const sema::SplitSpec& sp : par.splits) {
-      if (sp.dim == "batch" && sp.axis == axis.name) {
-        config.rank = static_cast<int>(coord);
-        config.world = static_cast<int>(axis.size);
-      }
-    }
     comms.push_back(std::move(c));
     stride *= axis.size;
   }
@@ -437,6 +445,7 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
   const prog::Program program =
       program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, ranked ? env.rank : 0));
   config.program = &program;
+  sampleSlice(fe.graph(), program, config);
   std::string train_err;
   int rc = rt::train(config, train_err, isatty(1) != 0 && env.rank == 0);
   if (rc != 0) err += "dtlc run: " + (world > 1 ? "[rank " + std::to_string(env.rank) + "] " : std::string()) + train_err;
