@@ -39,7 +39,7 @@ enum class Op {
   RmsNormalize,
   Embed,      // inputs: table, ids
   Attention,  // inputs: q, k, v; flag = causal
-  Dropout,    // scalar = p; identity when evaluating
+  Dropout,    // scalar = p; index = its lowering id, the mask's stable seed; identity when evaluating
   CrossEntropy,  // inputs: logits, labels; names[0] = classes
   Argmax,     // names[0]
   Reshape,    // same data, this node's shape
@@ -55,7 +55,7 @@ enum class Op {
   EmbedGrad,      // inputs: ids, dy → d table (this node's shape)
   AttentionGrad,  // inputs: q, k, v, dy; index = 0|1|2 (which of q, k, v)
   CrossEntropyGrad,  // inputs: logits, labels, dy (scalar); names[0]
-  DropoutGrad,    // inputs: dy; scalar = p (same mask as the forward, by node seed)
+  DropoutGrad,    // inputs: dy; scalar = p, index = the forward's (the same mask)
   SliceGrad,      // inputs: g_0 … g_k-1, the gradients of copies index … index+k-1 along names[0] (copy
                   // shape each); this node = the full stacked shape, those copies in place, zeros elsewhere
   // optimiser
@@ -98,6 +98,10 @@ struct Node {
   double scalar = 0;               // Const value, eps, dropout p
   int64_t index = 0;               // Slice copy, AttentionGrad operand
   bool flag = false;               // Attention causal
+  // In a rank's program (local form): the flat index in the global tensor
+  // where this rank's block starts, so dropout masks are drawn by global
+  // element and every layout drops what one process drops.
+  int64_t offset = 0;
   std::string name;                // Input name / Param path / value name for printing
   std::string where;               // "spec.dtl:12:9": the source that caused the node
 };

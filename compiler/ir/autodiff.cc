@@ -311,7 +311,7 @@ class Backward {
         Node s = like(n, Op::DropoutGrad);
         s.inputs = {gy};
         s.scalar = n.scalar;
-        s.index = i;  // the forward node's id seeds the same mask
+        s.index = n.index;  // the forward's seed: the same mask
         contribute(n.inputs[0], g_.add(std::move(s)));
         return;
       }

@@ -235,6 +235,9 @@ int Lowering::primitive(const TraceStep& s) {
     n.op = Op::Dropout;
     n.inputs = {in(0)};
     n.scalar = args[1]->number;
+    // The mask's seed: this node's lowering id, which every mesh shares
+    // (the layout renumbers nodes).
+    n.index = static_cast<int64_t>(graph_.nodes.size());
   } else if (fn == "cross_entropy") {
     n.op = Op::CrossEntropy;
     n.inputs = {in(0), in(1)};

@@ -234,6 +234,16 @@ class Planner {
   std::map<int, int64_t> offset_;  // bucket member → its offset in the flat buffer
 };
 
+// Where a rank's block of node `id` starts in the flat global tensor. Only
+// the leading dim may be sharded (the layout refuses a dropout sharded along
+// another), so the block is contiguous.
+int64_t globalOffset(const Shape& global, const prog::Program& p, int id) {
+  if (global.dims.empty()) return 0;
+  int64_t inner = 1;
+  for (size_t d = 1; d < global.dims.size(); ++d) inner *= global.dims[d].size;
+  return layout::localOffset(global, global.dims[0].name, p.placement[static_cast<size_t>(id)], p.mesh, p.coords) * inner;
+}
+
 }  // namespace
 
 prog::Program planProgram(const ir::Graph& g, const layout::Layout& layout, const std::vector<int64_t>& coords) {
@@ -246,6 +256,7 @@ prog::Program planProgram(const ir::Graph& g, const layout::Layout& layout, cons
   p.placement.resize(g.nodes.size(), std::vector<layout::Placement>(p.mesh.size()));
   for (ir::Node& n : p.nodes) n.shape = layout::localShape(n.shape, p.placement[static_cast<size_t>(n.id)], p.mesh);
   for (ir::Node& n : p.nodes) {
+    if (n.op == ir::Op::Dropout || n.op == ir::Op::DropoutGrad) n.offset = globalOffset(g[n.id].shape, p, n.id);
     if (n.op != ir::Op::LocalSlice) continue;
     // Where this rank's slice starts within its input's local block.
     const int in = n.inputs[0];

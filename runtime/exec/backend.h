@@ -35,8 +35,10 @@ struct RunContext {
 // The seed of one dropout mask, shared by both backends so their masks agree:
 //   dropoutSeed(step, id) = splitmix64(step ^ splitmix64(id))
 // with splitmix64 the finaliser of runtime/kernels/reference/dropout.h and id
-// the forward Dropout node's id (a DropoutGrad node carries it in `index`).
-// Element k is then kept iff ref::dropoutKeep(dropoutSeed(step, id), k, p).
+// the forward Dropout node's lowering id (its `index`; a DropoutGrad node
+// carries the same). Element k of a rank's block is then kept iff
+// ref::dropoutKeep(dropoutSeed(step, id), node.offset + k, p): the bits of the
+// global element, whatever the layout.
 // Hashing the id first keeps masks of neighbouring nodes and steps unrelated.
 uint64_t dropoutSeed(uint64_t step_seed, int64_t forward_node_id);
 

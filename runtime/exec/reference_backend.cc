@@ -148,8 +148,11 @@ ref::Tensor runPlain(const Node& n, const std::vector<ref::Tensor>& x, const Run
       ref::AttentionGrads g = ref::attentionBackward(x[0], x[1], x[2], n.flag, x[3]);
       return n.index == 0 ? g.dq : n.index == 1 ? g.dk : g.dv;
     }
-    case Op::Dropout: return ref::dropout(x[0], n.scalar, dropoutSeed(ctx.seed, n.id), ctx.training);
-    case Op::DropoutGrad: return ref::dropoutBackward(x[0], n.scalar, dropoutSeed(ctx.seed, n.index), ctx.training);
+    case Op::Dropout:
+      return ref::dropout(x[0], n.scalar, dropoutSeed(ctx.seed, n.index), ctx.training, static_cast<uint64_t>(n.offset));
+    case Op::DropoutGrad:
+      return ref::dropoutBackward(x[0], n.scalar, dropoutSeed(ctx.seed, n.index), ctx.training,
+                                  static_cast<uint64_t>(n.offset));
     case Op::Argmax: return ref::argmax(x[0], n.names.at(0), n.dtype == DType::I64 ? DType::I64 : DType::I32);
     case Op::Reshape: return reshape(x[0], n);
     case Op::Cast: return ref::cast(x[0], n.dtype);

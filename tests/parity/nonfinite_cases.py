@@ -344,8 +344,9 @@ def dropout_cases():
     noise = mask / (1 - p)
     y, (dx,) = fwd_bwd(lambda t: t * noise, [x], dy)
     dims = [('n', 37)]
-    return [Case('dropout.forward', 'Dropout', dims, y, [(dims, x)], scalar=p, node_id=node_id, seed=seed),
-            # DropoutGrad names its forward node in `index`
+    # Both seed the mask with the forward node's lowering id, in `index`
+    return [Case('dropout.forward', 'Dropout', dims, y, [(dims, x)], scalar=p, index=node_id, node_id=node_id,
+                 seed=seed),
             Case('dropout.backward', 'DropoutGrad', dims, dx, [(dims, dy)], scalar=p, index=node_id, seed=seed,
                  node_id=node_id + 1)]
 

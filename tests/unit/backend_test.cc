@@ -306,7 +306,8 @@ TEST_F(BackendTest, DropoutMasksAgreeAndFollowTheSeed) {
   Buf x = rand(s);
   for (float& v : x.f) v = std::fabs(v) + 1.0f;  // never 0, so a 0 output means dropped
   Node d = node(Op::Dropout, s);
-  d.id = 42;
+  d.id = 3;      // not the seed: the layout renumbers nodes
+  d.index = 42;  // the lowering id every mesh shares
   d.scalar = 0.3;
   ctx_.seed = 99;
   Buf y = check(d, {&x});
@@ -327,6 +328,18 @@ TEST_F(BackendTest, DropoutMasksAgreeAndFollowTheSeed) {
   int64_t differ = 0;
   for (int64_t k = 0; k < y.size(); ++k) differ += (other.out.f[k] == 0.0f) != (y.f[k] == 0.0f);
   EXPECT_GT(differ, 0);
+  // A rank's block (offset = where it starts) draws the whole tensor's bits there.
+  ctx_.seed = 99;
+  const int64_t rows = s.dims[0].size, per = y.size() / rows;
+  Shape tail_shape = s;
+  tail_shape.dims[0].size = rows - 1;
+  Buf tail = rand(tail_shape);
+  for (int64_t k = 0; k < tail.size(); ++k) tail.f[k] = x.f[per + k];
+  Node block = d;
+  block.shape = tail_shape;
+  block.offset = per;
+  Buf yt = check(block, {&tail});
+  for (int64_t k = 0; k < yt.size(); ++k) EXPECT_EQ(yt.f[k] == 0.0f, y.f[per + k] == 0.0f) << k;
   ctx_.training = false;
   check(d, {&x});
   EXPECT_EQ(dropoutSeed(99, 42), dropoutSeed(99, 42));

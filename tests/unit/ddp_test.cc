@@ -175,6 +175,16 @@ TEST_P(Ddp, EveryRankGetsTheOneRankGradientsOfTheGlobalBatch) { expectOneRankGra
 
 TEST_P(Ddp, StackedParametersToo) { expectOneRankGradients(stackedSpec(), GetParam()); }
 
+// Each rank draws the dropout mask bits of its own samples' global elements:
+// the same mask one process draws for the whole batch.
+TEST_P(Ddp, DropoutDropsWhatOneProcessDrops) {
+  std::string spec = mlpSpec("");
+  const std::string at = "l2(gelu(l1(x)))";
+  ASSERT_NE(spec.find(at), std::string::npos);
+  spec.replace(spec.find(at), at.size(), "l2(dropout(gelu(l1(x)), p = 0.3))");
+  expectOneRankGradients(spec, GetParam());
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, Ddp, ::testing::Values(2, 3, 4), [](const auto& info) {
   return std::to_string(info.param) + "ranks";
 });

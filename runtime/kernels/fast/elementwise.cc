@@ -249,14 +249,14 @@ DTL_FAST_CLONES void dropoutLoop(float* DTL_RESTRICT y, const float* DTL_RESTRIC
   }
 }
 
-void dropout(const TensorView& x, double p, uint64_t seed, bool training, TensorView& y) {
+void dropout(const TensorView& x, double p, uint64_t seed, uint64_t first, bool training, TensorView& y) {
   if (!training) {
     std::memcpy(y.f(), x.f(), static_cast<size_t>(x.elements) * sizeof(float));
     return;
   }
   // The reference scales in double then rounds; 1/(1−p) rounded to f32 first
   // can differ in the last bit, well inside the kernels' tolerance.
-  dropoutLoop(y.f(), x.f(), ref::splitmix64(seed), p, static_cast<float>(1.0 / (1.0 - p)), x.elements);
+  dropoutLoop(y.f(), x.f(), ref::splitmix64(seed) + first, p, static_cast<float>(1.0 / (1.0 - p)), x.elements);
 }
 
 }  // namespace dtl::rt::fast

@@ -98,9 +98,9 @@ bool runPlain(const Node& n, const std::vector<const TensorView*>& in, TensorVie
     case Op::RmsNormalizeGrad:
       fast::normalizeGrad(x(0), x(1), n.names, n.scalar, n.op == Op::RmsNormalizeGrad, out, s);
       return true;
-    case Op::Dropout: fast::dropout(x(0), n.scalar, dropoutSeed(ctx.seed, n.id), ctx.training, out); return true;
+    case Op::Dropout:
     case Op::DropoutGrad:
-      fast::dropout(x(0), n.scalar, dropoutSeed(ctx.seed, n.index), ctx.training, out);
+      fast::dropout(x(0), n.scalar, dropoutSeed(ctx.seed, n.index), static_cast<uint64_t>(n.offset), ctx.training, out);
       return true;
     default: return false;
   }

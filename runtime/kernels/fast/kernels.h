@@ -27,7 +27,8 @@ void binary(ref::Binary op, const TensorView& a, const TensorView& b, TensorView
 void fill(double value, TensorView& y);
 void cast(const TensorView& x, TensorView& y);
 void arange(TensorView& y);
-void dropout(const TensorView& x, double p, uint64_t seed, bool training, TensorView& y);
+// Element k's mask bit is global element first + k's (a rank's block of a sharded tensor).
+void dropout(const TensorView& x, double p, uint64_t seed, uint64_t first, bool training, TensorView& y);
 
 // reduce.cc: over `names` (empty = all); the output keeps x's other dims.
 void reduceSum(const TensorView& x, TensorView& y);

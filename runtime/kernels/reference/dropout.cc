@@ -16,18 +16,18 @@ bool dropoutKeep(uint64_t seed, uint64_t index, double p) {
   return u >= p;
 }
 
-Tensor dropout(const Tensor& x, double p, uint64_t seed, bool training) {
+Tensor dropout(const Tensor& x, double p, uint64_t seed, bool training, uint64_t first) {
   DTL_REF_CHECK(x.floating() && p >= 0 && p < 1, "dropout with p = " + std::to_string(p));
   if (!training) return x;
   Tensor y = x;
   const double scale = 1.0 / (1.0 - p);
   // Multiplied by the mask, as torch does, so a dropped NaN or inf gives NaN.
-  for (size_t k = 0; k < y.f.size(); ++k) y.f[k] *= dropoutKeep(seed, k, p) ? scale : 0.0;
+  for (size_t k = 0; k < y.f.size(); ++k) y.f[k] *= dropoutKeep(seed, first + k, p) ? scale : 0.0;
   return y;
 }
 
-Tensor dropoutBackward(const Tensor& dy, double p, uint64_t seed, bool training) {
-  return dropout(dy, p, seed, training);
+Tensor dropoutBackward(const Tensor& dy, double p, uint64_t seed, bool training, uint64_t first) {
+  return dropout(dy, p, seed, training, first);
 }
 
 }  // namespace dtl::rt::ref

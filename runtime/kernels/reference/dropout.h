@@ -19,8 +19,10 @@ bool dropoutKeep(uint64_t seed, uint64_t index, double p);
 // Identity when !training; otherwise x · mask/(1 − p): kept elements scaled by
 // 1/(1 − p), the rest multiplied by 0 (so NaN and ±inf give NaN, as torch's
 // dropout). p in [0, 1).
-Tensor dropout(const Tensor& x, double p, uint64_t seed, bool training);
+// Element k's mask bit is that of flat element first + k (a rank's block of
+// a larger tensor draws the bits one process would).
+Tensor dropout(const Tensor& x, double p, uint64_t seed, bool training, uint64_t first = 0);
 // The same mask and scale applied to dy.
-Tensor dropoutBackward(const Tensor& dy, double p, uint64_t seed, bool training);
+Tensor dropoutBackward(const Tensor& dy, double p, uint64_t seed, bool training, uint64_t first = 0);
 
 }  // namespace dtl::rt::ref
