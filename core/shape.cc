@@ -32,4 +32,22 @@ std::string Shape::names() const {
   return s + "]";
 }
 
+std::optional<Shape> broadcastByName(const Shape& a, const Shape& b) {
+  auto subset = [](const Shape& x, const Shape& y) {
+    for (const Dim& d : x.dims)
+      if (!y.has(d.name)) return false;
+    return true;
+  };
+  for (const Dim& d : a.dims) {
+    int j = b.find(d.name);
+    if (j >= 0 && b.dims[static_cast<size_t>(j)].size != d.size) return std::nullopt;
+  }
+  if (subset(b, a)) return a;
+  if (subset(a, b)) return b;
+  Shape out = a;
+  for (const Dim& d : b.dims)
+    if (!a.has(d.name)) out.dims.push_back(d);
+  return out;
+}
+
 }  // namespace dtl

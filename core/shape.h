@@ -34,6 +34,12 @@ struct Shape {
   std::string names() const;
 };
 
+// The result of broadcasting two shapes by name: the larger operand's dim
+// order when one's names are a subset of the other's (a's when equal), else
+// a's names then b's extra ones. nullopt when a shared name has two sizes.
+// The one rule every kernel (reference, fast, generated) follows.
+std::optional<Shape> broadcastByName(const Shape& a, const Shape& b);
+
 // Multiplies with overflow detection; false on overflow.
 bool checkedMul(int64_t a, int64_t b, int64_t& out);
 

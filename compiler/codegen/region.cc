@@ -51,23 +51,7 @@ std::optional<UnaryFn> parseUnaryFn(std::string_view name) { return parseFn(name
 std::optional<BinaryFn> parseBinaryFn(std::string_view name) { return parseFn(name, kAllBinaryFns); }
 std::optional<ReduceFn> parseReduceFn(std::string_view name) { return parseFn(name, kAllReduceFns); }
 
-std::optional<Shape> broadcastShapes(const Shape& a, const Shape& b) {
-  auto subset = [](const Shape& x, const Shape& y) {
-    for (const Dim& d : x.dims)
-      if (!y.has(d.name)) return false;
-    return true;
-  };
-  for (const Dim& d : a.dims) {
-    int j = b.find(d.name);
-    if (j >= 0 && b.dims[static_cast<size_t>(j)].size != d.size) return std::nullopt;
-  }
-  if (subset(b, a)) return a;
-  if (subset(a, b)) return b;
-  Shape out = a;
-  for (const Dim& d : b.dims)
-    if (!a.has(d.name)) out.dims.push_back(d);
-  return out;
-}
+std::optional<Shape> broadcastShapes(const Shape& a, const Shape& b) { return broadcastByName(a, b); }
 
 int Region::add(RegionNode n) {
   nodes_.push_back(std::move(n));

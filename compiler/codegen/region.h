@@ -38,11 +38,7 @@ std::optional<BinaryFn> parseBinaryFn(std::string_view name);
 std::optional<ReduceFn> parseReduceFn(std::string_view name);
 inline bool isComparison(BinaryFn fn) { return fn >= BinaryFn::Eq; }
 
-// The result's dim order when two shapes broadcast by name (the rule of the
-// reference kernels, runtime/kernels/reference/elementwise.h): the larger
-// operand's order when one's names are a subset of the other's (a's when
-// equal), else a's names then b's extra ones. nullopt when a shared name has
-// two sizes.
+// core/shape.h broadcastByName: the reference kernels' rule.
 std::optional<Shape> broadcastShapes(const Shape& a, const Shape& b);
 
 enum class Kind { Input, Const, Unary, Binary, Reduce };

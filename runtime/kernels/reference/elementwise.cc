@@ -159,21 +159,9 @@ const char* binaryName(Binary op) {
 bool isComparison(Binary op) { return op >= Binary::Eq; }
 
 Shape broadcastShape(const Shape& a, const Shape& b) {
-  auto subset = [](const Shape& x, const Shape& y) {
-    for (const Dim& d : x.dims)
-      if (!y.has(d.name)) return false;
-    return true;
-  };
-  for (const Dim& d : a.dims) {
-    int j = b.find(d.name);
-    DTL_REF_CHECK(j < 0 || b.dims[j].size == d.size, "broadcast of " + a.str() + " and " + b.str());
-  }
-  if (subset(b, a)) return a;
-  if (subset(a, b)) return b;
-  Shape out = a;
-  for (const Dim& d : b.dims)
-    if (!a.has(d.name)) out.dims.push_back(d);
-  return out;
+  std::optional<Shape> s = broadcastByName(a, b);
+  DTL_REF_CHECK(s.has_value(), "broadcast of " + a.str() + " and " + b.str());
+  return *s;
 }
 
 Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
