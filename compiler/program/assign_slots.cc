@@ -32,10 +32,11 @@ void assignSlots(prog::Program& p, prog::Schedule& s, const std::vector<bool>& k
       for (int x : p[in.id].inputs) last[static_cast<size_t>(x)] = std::max(last[static_cast<size_t>(x)], at);
       continue;
     }
-    // A group writes its members from its start and reads their operands
-    // until it is waited for.
+    // A group writes its members from its start until it is waited for,
+    // and reads their operands until then.
     for (int m : p.groups[static_cast<size_t>(in.id)].members) {
       if (in.kind == Instr::Start) def[static_cast<size_t>(m)] = std::min(def[static_cast<size_t>(m)], at);
+      if (in.kind == Instr::Wait) last[static_cast<size_t>(m)] = std::max(last[static_cast<size_t>(m)], at);
       for (int x : p[m].inputs) last[static_cast<size_t>(x)] = std::max(last[static_cast<size_t>(x)], at);
     }
   }

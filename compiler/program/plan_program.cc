@@ -80,10 +80,15 @@ class Planner {
     std::vector<bool> in(n_, false);
     for (const Node& n : g_.nodes) in[static_cast<size_t>(n.id)] = train ? n.op != Op::Update : n.id < g_.forward_end;
     if (train) return in;
-    std::vector<int> reads = {g_.loss};
-    for (const auto& [name, id] : g_.metrics) reads.push_back(id);
-    for (int id : reads)
-      for (; id >= g_.forward_end; id = g_[id].inputs.empty() ? -1 : g_[id].inputs[0]) in[static_cast<size_t>(id)] = true;
+    std::vector<int> todo = {g_.loss};
+    for (const auto& [name, id] : g_.metrics) todo.push_back(id);
+    while (!todo.empty()) {  // what the loss and metrics read past the forward pass
+      const int id = todo.back();
+      todo.pop_back();
+      if (id < g_.forward_end || in[static_cast<size_t>(id)]) continue;
+      in[static_cast<size_t>(id)] = true;
+      for (int x : g_[id].inputs) todo.push_back(x);
+    }
     return in;
   }
 
@@ -113,6 +118,7 @@ class Planner {
         ready.pop_back();
         auto [lo, hi] = starts.equal_range(r);
         for (auto it = lo; it != hi; ++it) {
+          if (started[static_cast<size_t>(it->second)]) continue;  // a reader needed it first
           s.instrs.push_back(Instr{Instr::Start, it->second, {}});
           started[static_cast<size_t>(it->second)] = true;
         }

@@ -121,6 +121,7 @@ KernelStatus Executor::runNode(const prog::Schedule& s, int id, const RunContext
     if (!v.data) return {false, "parameter `" + n.name + "` has no storage"};
     return {};
   }
+  if (!v.data) return {false, "%" + std::to_string(id) + " (" + ir::opName(n.op) + ") has no storage in this run"};
   if (n.op == ir::Op::Input) {
     auto it = inputs_.find(n.name);
     if (it == inputs_.end() || static_cast<int64_t>(it->second.size()) != v.elements)

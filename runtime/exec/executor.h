@@ -53,7 +53,8 @@ class Executor {
   KernelStatus run(bool with_backward, const RunContext& ctx);
 
   float value(int node) const;  // a scalar the run kept (loss, metrics)
-  // d(loss)/d(param) from the last backward run, in the param's storage order.
+  // d(loss)/d(param) from the last run, which must have been a backward one
+  // (an evaluation run reuses the buffers), in the param's storage order.
   const float* grad(const std::string& path) const;
   // The same, writable until the next run (the trainer clips in place).
   float* grad(const std::string& path) { return const_cast<float*>(std::as_const(*this).grad(path)); }

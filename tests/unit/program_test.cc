@@ -39,6 +39,7 @@ class SlotSimulator {
         for (int m : p_.groups[static_cast<size_t>(in.id)].members) {
           for (int x : p_[m].inputs) read(x);  // operands until the wait
           if (in.kind == Instr::Start) write(m);
+          if (in.kind == Instr::Wait) read(m);  // written until the wait
         }
       }
       for (int v : in.frees) {

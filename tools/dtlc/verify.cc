@@ -126,7 +126,16 @@ int planReference(const RunFlags& f, const driver::Frontend& lay, Reference& ref
   if (int rc = compileForRun(whole, f.spec, ref.sets, 1, err); rc != 0) return rc;
   std::string no;
   if (f.ignore_memory || checkRunMemory(whole, 1, no) == 0) return 0;
-  // Micro-batches of global / k, accumulated k times as often.
+  // Micro-batches of global / k, accumulated k times as often — not with
+  // dropout: each micro-batch draws its own masks, so the reference would
+  // drop other elements than the layout.
+  bool dropout = false;
+  for (const ir::Node& n : lay.graph().nodes) dropout |= n.op == ir::Op::Dropout;
+  if (dropout) {
+    err += "dtlc run: --verify: the one-process run at the global batch " + std::to_string(global) +
+           " does not fit, and with dropout smaller micro-batches would draw other masks: " + no.substr(no.find(": ") + 2);
+    return 1;
+  }
   const int64_t samples = trainSamples(lay.spec());
   const int64_t layout_micro = samples > 0 ? samples / global : 0;  // the layout's micro-batches per epoch
   for (int64_t k = 2; k <= global; ++k) {
