@@ -3,7 +3,7 @@
 // functions of core/graph.h's Unary/Binary nodes, and reductions along one
 // dim; some nodes are named outputs. It says what to compute, not how: the
 // buffers and loop nests are kernel_plan.h's. The fusion pass that cuts
-// regions out of the training graph comes later (issue 11).
+// regions out of a rank's program is fuse_regions.h.
 #pragma once
 
 #include <cstdint>

@@ -4,6 +4,7 @@
 
 #include <new>
 
+#include "compiler/codegen/fuse_regions.h"
 #include "compiler/driver/frontend.h"
 #include "compiler/layout/print_layout.h"
 #include "compiler/program/plan_program.h"
@@ -11,6 +12,7 @@
 #include "compiler/syntax/print_ast.h"
 #include "tools/dtlc/compile_spec.h"
 #include "tools/dtlc/flags.h"
+#include "tools/dtlc/kernel_emitter.h"
 #include "tools/dtlc/plan_command.h"
 #include "tools/dtlc/run_command.h"
 
@@ -58,26 +60,51 @@ const char* kCheckHelp =
     "\n"
     "Rules and settings this build cannot run yet (a `split` of a dim other than\n"
     "batch, zero, pipeline, recompute, reduce_dtype, precision) are warnings here\n"
-    "and errors for `dtlc plan` and `dtlc run` (and --emit=layout|program).\n"
+    "and errors for `dtlc plan` and `dtlc run` (and --emit=layout|program|fused|\n"
+    "llvm|ptx).\n"
     "\n"
     "exit status: 0 the spec is good, 1 the spec has errors, 2 usage error\n";
 
-// --emit=layout and --emit=program: the laid-out graph or rank 0's
-// program, on a mesh with every size known.
-int emitLayout(const driver::Frontend& fe, bool program, std::string& out, std::string& err) {
+KernelEmitter& kernelEmitter() {
+  static KernelEmitter emitter = nullptr;
+  return emitter;
+}
+
+bool needsLayout(const std::string& emit) {
+  return emit == "layout" || emit == "program" || emit == "fused" || emit == "llvm" || emit == "ptx";
+}
+
+// --emit=layout|program|fused|llvm|ptx: the laid-out graph, or rank 0's
+// program and its fused regions, on a mesh with every size known.
+int emitLayout(const driver::Frontend& fe, const std::string& emit, std::string& out, std::string& err) {
+  if ((emit == "llvm" || emit == "ptx") && !kernelEmitter()) {
+    err += "dtlc check: --emit=" + emit +
+           " needs the kernel generator, and this dtlc was built without it (LLVM 16 was not found: apt-get "
+           "install llvm-16-dev, then reconfigure)\n";
+    return 2;
+  }
   for (const auto& a : fe.spec().parallel.mesh) {
     if (a.is_auto && a.size == 0) {
-      err += "dtlc check: the mesh has `" + a.name + " = auto`; --emit=" + (program ? "program" : "layout") +
-             " needs the world size: --world N\n";
+      err += "dtlc check: the mesh has `" + a.name + " = auto`; --emit=" + emit + " needs the world size: --world N\n";
       return 2;
     }
   }
   if (int rc = layoutRefusals(fe, "check", err); rc != 0) return rc;
-  if (program)
-    out += prog::printProgram(program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0)));
-  else
+  if (emit == "layout") {
     out += layout::printLayout(fe.graph(), fe.layout());
-  return 0;
+    return 0;
+  }
+  prog::Program p = program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0));
+  if (emit == "program") {
+    out += prog::printProgram(p);
+    return 0;
+  }
+  codegen::Fusion f = codegen::fuseRegions(p);
+  if (emit == "fused") {
+    out += codegen::printFusion(p, f);
+    return 0;
+  }
+  return kernelEmitter()(p, f, emit == "ptx", out, err);
 }
 
 int check(const std::vector<std::string>& args, std::string& out, std::string& err) {
@@ -88,7 +115,7 @@ int check(const std::vector<std::string>& args, std::string& out, std::string& e
                         .text("--format", format, "a value", {"text", "json"})
                         .integer("--world", opt.world, "a positive number of ranks", 1, 1000000)
                         .list("--set", opt.sets, "KEY=VALUE")
-                        .text("--emit", emit, "a stage", {"ast", "sema", "ir", "grad", "layout", "program"})
+                        .text("--emit", emit, "a stage", {"ast", "sema", "ir", "grad", "layout", "program", "fused", "llvm", "ptx"})
                         .parse(args, spec, help);
   if (help) {
     out += kCheckHelp;
@@ -106,12 +133,12 @@ int check(const std::vector<std::string>& args, std::string& out, std::string& e
   driver::Stop stop = emit == "ast"      ? driver::Stop::Ast
                       : emit == "ir"     ? driver::Stop::Ir
                       : emit == "grad"   ? driver::Stop::Grad
-                      : emit == "layout" || emit == "program" ? driver::Stop::Plan
-                                                              : driver::Stop::Sema;
+                      : needsLayout(emit) ? driver::Stop::Plan
+                                          : driver::Stop::Sema;
   // A layout of what is not built yet would be wrong: refused as plan refuses it.
-  opt.refuse_unbuilt = emit == "layout" || emit == "program";
+  opt.refuse_unbuilt = needsLayout(emit);
   if (int rc = compileSpec(fe, "check", spec, opt, stop, err, format == "json"); rc != 0) return rc;
-  if (emit == "layout" || emit == "program") return emitLayout(fe, emit == "program", out, err);
+  if (needsLayout(emit)) return emitLayout(fe, emit, out, err);
   if (emit == "ast") {
     for (const auto& m : fe.program().modules)
       if (m->file == fe.program().spec_file) out += syntax::printAst(*m);
@@ -130,6 +157,8 @@ int check(const std::vector<std::string>& args, std::string& out, std::string& e
 }
 
 }  // namespace
+
+void setKernelEmitter(KernelEmitter emitter) { kernelEmitter() = emitter; }
 
 int runCli(const std::vector<std::string>& args, std::string& out, std::string& err) {
   try {

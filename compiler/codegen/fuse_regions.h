@@ -1,0 +1,35 @@
+// The fusion pass: a rank's program (core/program.h, local shapes) → fused
+// regions (region.h), each one kernel for the generator (emit_llvm.h). The
+// rules are at the top of fuse_regions.cc. The executor does not run the
+// regions yet: `dtlc check --emit=fused|llvm|ptx` prints them, and the tests
+// compile every sample's regions for x86 and sm_90.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/region.h"
+#include "core/program.h"
+
+namespace dtl::codegen {
+
+struct FusedRegion {
+  Region region;            // inputs "in0", "in1", …; outputs "out0", … (so equal kernels hash equal)
+  std::vector<int> nodes;   // program node ids the region computes, in program order (folded
+                            // constants and broadcasts included)
+  std::vector<int> inputs;  // program node id read by each region input, in the region's input order
+  std::vector<int> outputs; // program node id written by each region output, in output order
+};
+
+struct Fusion {
+  std::vector<FusedRegion> regions;  // in the order their first node runs
+  std::vector<int> region_of;        // per program node: its region, or -1 (runs as it does today)
+};
+
+Fusion fuseRegions(const prog::Program& p);
+
+// `dtlc check --emit=fused`: every region with its program nodes (%N), how
+// many it fuses, its inputs and outputs, and the region's own text.
+std::string printFusion(const prog::Program& p, const Fusion& f);
+
+}  // namespace dtl::codegen

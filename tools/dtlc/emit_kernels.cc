@@ -1,0 +1,60 @@
+// --emit=llvm|ptx: each fused region of rank 0's program through the kernel
+// generator. Compiled only where the build has it (tools/dtlc/CMakeLists.txt),
+// into the binaries that link libLLVM-16.so (dtlc, cli_test).
+#ifndef DTL_HAVE_CODEGEN
+#error "emit_kernels.cc is compiled only with the kernel generator"
+#endif
+#include <cstdio>
+#include <map>
+
+#include "compiler/codegen/jit_x86.h"
+#include "compiler/codegen/ptx.h"
+#include "tools/dtlc/kernel_emitter.h"
+
+namespace dtl::cli {
+namespace {
+
+int emitKernels(const prog::Program& p, const codegen::Fusion& f, bool ptx, std::string& out, std::string& err) {
+  if (ptx) {
+    out += "// PTX for sm_90 (PTX ISA 7.8), after LLVM's O3 pipeline; " + std::to_string(f.regions.size()) +
+           " regions of rank 0's program (--emit=fused lists their nodes)\n";
+  } else {
+    codegen::HostTarget h = codegen::hostTarget();
+    out += "; LLVM IR for " + h.triple + " (cpu " + h.cpu + "), unoptimised: the generator's IR before the O3 pipeline; " +
+           std::to_string(f.regions.size()) + " regions of rank 0's program (--emit=fused lists their nodes)\n";
+  }
+  const char* c = ptx ? "//" : ";";
+  std::map<uint64_t, size_t> seen;  // region hash → the first region with it
+  for (size_t k = 0; k < f.regions.size(); ++k) {
+    const codegen::FusedRegion& r = f.regions[k];
+    uint64_t hash = codegen::regionHash(r.region);
+    std::string head = std::string("\n") + c + " region" + std::to_string(k) + ": " + std::to_string(r.nodes.size()) +
+                       (r.nodes.size() == 1 ? " node" : " nodes");
+    auto [it, fresh] = seen.emplace(hash, k);
+    if (!fresh) {
+      out += head + ", the same kernel as region" + std::to_string(it->second) + "\n";
+      continue;
+    }
+    out += head + "\n";
+    if (!ptx) {
+      out += codegen::x86Ir(r.region, false);
+      continue;
+    }
+    codegen::PtxModule m;
+    std::string error;
+    if (!codegen::compilePtx(r.region, &m, &error)) {
+      err += "dtlc check: region" + std::to_string(k) + ": " + error + "\n";
+      return 1;
+    }
+    for (const codegen::PtxKernel& kernel : m.kernels)
+      out += "// kernel " + kernel.name + ": " + std::to_string(kernel.points) + " points\n";
+    out += m.ptx;
+  }
+  (void)p;
+  return 0;
+}
+
+const bool kRegistered = (setKernelEmitter(&emitKernels), true);
+
+}  // namespace
+}  // namespace dtl::cli
