@@ -29,7 +29,8 @@ using prog::Instr;
 using prog::Schedule;
 using prog::Storage;
 
-bool isCollective(Op op) { return op == Op::AllReduce || op == Op::AllGather || op == Op::ReduceScatter; }
+// The conversions that communicate (a local slice does not).
+bool isCollective(Op op) { return ir::isConversion(op) && op != Op::LocalSlice; }
 
 int64_t elements(const Node& n) { return n.shape.elements().value_or(0); }
 

@@ -6,7 +6,10 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <sstream>
 #include <limits>
 
 #include "runtime/kernels/reference/elementwise.h"
@@ -313,6 +316,19 @@ std::string formatStats(const Stats& s) {
                 static_cast<long long>(s.values), static_cast<long long>(s.nonfinite), s.kernels,
                 s.kernels ? s.compile_ms / s.kernels : 0.0);
   return out + line;
+}
+
+std::string ptxasPath() {
+  namespace fs = std::filesystem;
+  std::string configured = DTL_PTXAS;
+  std::error_code ec;
+  if (!configured.empty() && fs::is_regular_file(configured, ec)) return configured;
+  if (const char* path = std::getenv("PATH")) {
+    std::stringstream dirs(path);
+    for (std::string dir; std::getline(dirs, dir, ':');)
+      if (!dir.empty() && fs::is_regular_file(dir + "/ptxas", ec)) return dir + "/ptxas";
+  }
+  return fs::is_regular_file("/usr/local/cuda/bin/ptxas", ec) ? "/usr/local/cuda/bin/ptxas" : "";
 }
 
 }  // namespace dtl::codegen::testing

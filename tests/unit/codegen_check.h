@@ -70,4 +70,8 @@ Values randomValues(int64_t n, std::mt19937_64& rng, double special = 0.08);
 // Prints the stats as a table (one line per op).
 std::string formatStats(const Stats& s);
 
+// The ptxas to assemble PTX with: the one CMake found (DTL_PTXAS), else the
+// first on PATH, else /usr/local/cuda/bin's; "" when there is none.
+std::string ptxasPath();
+
 }  // namespace dtl::codegen::testing

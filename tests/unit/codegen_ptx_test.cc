@@ -20,18 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string ptxasPath() {
-  std::string configured = DTL_PTXAS;
-  std::error_code ec;
-  if (!configured.empty() && fs::is_regular_file(configured, ec)) return configured;
-  if (const char* path = std::getenv("PATH")) {
-    std::stringstream dirs(path);
-    for (std::string dir; std::getline(dirs, dir, ':');)
-      if (!dir.empty() && fs::is_regular_file(dir + "/ptxas", ec)) return dir + "/ptxas";
-  }
-  return fs::is_regular_file("/usr/local/cuda/bin/ptxas", ec) ? "/usr/local/cuda/bin/ptxas" : "";
-}
-
 std::vector<Region> opClassRegions() {
   std::vector<Region> all;
   const Shape rows{{{"batch", 3}, {"hidden", 7}}};

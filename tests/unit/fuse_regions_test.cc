@@ -224,18 +224,6 @@ TEST(FuseRegions, EmitFusedPrintsRegions) {
 
 namespace fs = std::filesystem;
 
-std::string ptxasPath() {
-  std::string configured = DTL_PTXAS;
-  std::error_code ec;
-  if (!configured.empty() && fs::is_regular_file(configured, ec)) return configured;
-  if (const char* path = std::getenv("PATH")) {
-    std::stringstream dirs(path);
-    for (std::string dir; std::getline(dirs, dir, ':');)
-      if (!dir.empty() && fs::is_regular_file(dir + "/ptxas", ec)) return dir + "/ptxas";
-  }
-  return fs::is_regular_file("/usr/local/cuda/bin/ptxas", ec) ? "/usr/local/cuda/bin/ptxas" : "";
-}
-
 TEST(FuseRegions, EmitLlvmAndPtx) {
   std::string out, err;
   const std::string spec = std::string(DTL_SOURCE_DIR) + "/samples/synthetic_mlp.dtl";
@@ -249,7 +237,7 @@ TEST(FuseRegions, EmitLlvmAndPtx) {
 // Every region of every sample's one-rank program (equal kernels once):
 // LLVM IR for x86, PTX for sm_90, assembled by ptxas.
 TEST(FuseRegions, EverySampleRegionBecomesPtxThatAssembles) {
-  const std::string ptxas = ptxasPath();
+  const std::string ptxas = testing::ptxasPath();
   const fs::path dir = fs::temp_directory_path() / ("dtl_fuse_ptx_" + std::to_string(getpid()));
   fs::create_directories(dir);
   auto start = std::chrono::steady_clock::now();
