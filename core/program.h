@@ -59,7 +59,7 @@ struct Group {
   std::vector<int> members;  // collective nodes, in production order
   int bucket = -1;           // the gradient bucket it is (graph.buckets), or -1: a single collective
   int start_after = -1;      // the value whose readiness starts it
-  int64_t elements = 0;      // a bucket's flat buffer; 0 for a single collective
+  int64_t elements = 0;      // a bucket's flat buffer; a non-leading all-gather's receive buffer; else 0
 };
 
 struct Schedule {

@@ -1,7 +1,8 @@
 // The layout pass.
 //
-// 1. Seeds: an input or parameter with a dim named by `split D over A` is
-//    Shard(D) on A; everything else starts Replicate.
+// 1. Seeds: a parameter with a dim named by `split D over A` is Shard(D) on
+//    A, an input only when D is its leading (sample) dim — the loader reads
+//    whole samples; everything else starts Replicate.
 // 2. Nodes are visited in order (the backward and optimiser follow the
 //    forward, so one pass covers the training graph). Per axis:
 //    - a Partial input of an op that is not linear in it is all-reduced;
@@ -73,6 +74,10 @@ class Pass {
     const Node& src = out_.nodes[static_cast<size_t>(id)];
     Placement p = place_[static_cast<size_t>(id)][a];
     if (p.kind == Placement::Replicate) return id;
+    // One conversion per value and axis, however many consumers need it
+    // (the loss and its gradient both read the gathered logits).
+    auto done = converted_.find({id, a});
+    if (done != converted_.end()) return done->second;
     Node c;
     c.op = p.kind == Placement::Partial ? Op::AllReduce : Op::AllGather;
     c.shape = src.shape;
@@ -85,7 +90,7 @@ class Pass {
     // Shapes are global: the conversion changes the placement, not the shape.
     Pl pl = place_[static_cast<size_t>(id)];
     pl[a] = Placement{};
-    return add(std::move(c), std::move(pl));
+    return converted_[{id, a}] = add(std::move(c), std::move(pl));
   }
 
   // Replicate → Shard(dim) on axis `a`: a local slice, no communication;
@@ -233,9 +238,14 @@ class Pass {
     for (int& in : n.inputs) in = map_[static_cast<size_t>(in)];
     Pl out(mesh_.size());
     if (n.op == Op::Input || n.op == Op::Param) {
-      for (const Dim& d : n.shape.dims) {
-        auto it = split_.find(d.name);
-        if (it != split_.end()) out[it->second.first] = Placement{Placement::Shard, d.name};
+      // An input is fed by samples: only its leading dim is split as it is
+      // read; a consumer that needs another dim split slices it locally.
+      // A parameter is split on each dim a rule names (the first one per axis).
+      for (size_t k = 0; k < n.shape.dims.size(); ++k) {
+        if (n.op == Op::Input && k > 0) break;
+        auto it = split_.find(n.shape.dims[k].name);
+        if (it != split_.end() && out[it->second.first].kind == Placement::Replicate)
+          out[it->second.first] = Placement{Placement::Shard, n.shape.dims[k].name};
       }
       map_[static_cast<size_t>(old.id)] = add(std::move(n), std::move(out));
       return;
@@ -248,6 +258,12 @@ class Pass {
         if (gp.kind == pp.kind && gp.dim == pp.dim) continue;
         if (pp.kind == Placement::Replicate) {
           n.inputs[1] = convert(n.inputs[1], a, "the optimiser updates " + n.name + " on every rank");
+        } else if (pp.kind == Placement::Shard && gp.kind != Placement::Shard) {
+          // Each rank updates its piece: a whole (or summed, then whole)
+          // gradient is sliced to it. A reduce-scatter would send half the
+          // bytes of the all-reduce; it is not built yet.
+          n.inputs[1] = convert(n.inputs[1], a, "the optimiser updates this rank's piece of " + n.name);
+          n.inputs[1] = localSlice(n.inputs[1], a, pp.dim);
         } else {
           errors_.push_back("gradient of `" + n.name + "` is " + gp.str() + " on `" + mesh_[a].name +
                             "` but the parameter is " + pp.str() + ": this conversion is not built yet");
@@ -288,15 +304,17 @@ class Pass {
         if (sums.count(p.dim)) reduced = true;
       }
       if (!shard.empty() && !reduced && !n.shape.has(shard)) reduced = true;
+      // A replicated operand that carries the sharded dim: each rank takes
+      // its slice, whether the op keeps the dim or sums it away.
+      if (!shard.empty())
+        for (int& in : n.inputs)
+          if (place_[static_cast<size_t>(in)][a].kind == Placement::Replicate && out_.nodes[static_cast<size_t>(in)].shape.has(shard))
+            in = localSlice(in, a, shard);
       if (reduced) {
         out[a] = Placement{Placement::Partial, ""};
         partial_dim_[{static_cast<int>(out_.nodes.size()), a}] = shard;
       } else if (!shard.empty()) {
         out[a] = Placement{Placement::Shard, shard};
-        // A replicated operand that carries the dim: each rank takes its slice.
-        for (int& in : n.inputs)
-          if (place_[static_cast<size_t>(in)][a].kind == Placement::Replicate && out_.nodes[static_cast<size_t>(in)].shape.has(shard))
-            in = localSlice(in, a, shard);
       } else if (any_partial) {
         out[a] = Placement{Placement::Partial, ""};
         for (size_t k = 0; k < n.inputs.size(); ++k)
@@ -363,6 +381,7 @@ class Pass {
   std::vector<int> map_;
   std::map<std::pair<int, size_t>, std::string> partial_dim_;
   std::map<std::tuple<int, size_t, std::string>, int> sliced_;
+  std::map<std::pair<int, size_t>, int> converted_;
   std::vector<int> stack_update_;  // per input node: the update its gather leads to, or -1
   std::vector<std::string> errors_;
 };

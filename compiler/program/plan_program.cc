@@ -15,6 +15,7 @@
 #include "compiler/program/plan_program.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include "compiler/program/assign_slots.h"
@@ -69,6 +70,11 @@ class Planner {
       grp.axis = n.name;
       grp.members = {n.id};
       grp.start_after = n.inputs[0];
+      // Gathering a dim that is not the leading one: the ranks' blocks
+      // arrive one after another in a buffer of the group's own, and are
+      // put in place along the dim when the group is waited for.
+      if (n.op == Op::AllGather && !n.names.empty() && p_[n.inputs[0]].shape.find(n.names[0]) > 0)
+        grp.elements = elements(p_[n.id]);
       group_of_[static_cast<size_t>(n.id)] = grp.id;
       p_.groups.push_back(std::move(grp));
     }
@@ -112,23 +118,32 @@ class Planner {
     for (const prog::Group& grp : p_.groups)
       if (in[static_cast<size_t>(grp.members[0])]) starts.emplace(grp.start_after, grp.id);
     std::vector<int> ready;
+    std::function<void(int)> wait;
+    // A group starts once every member's input is in place: a member that
+    // reads another group's result (a gradient reduced over dp, then over
+    // tp) waits for that group first.
+    auto start = [&](int grp) {
+      if (started[static_cast<size_t>(grp)]) return;  // a reader needed it first
+      started[static_cast<size_t>(grp)] = true;
+      for (int m : p_.groups[static_cast<size_t>(grp)].members)
+        for (int x : g_[m].inputs)
+          if (group_of_[static_cast<size_t>(x)] >= 0 && group_of_[static_cast<size_t>(x)] != grp)
+            wait(group_of_[static_cast<size_t>(x)]);
+      s.instrs.push_back(Instr{Instr::Start, grp, {}});
+    };
     auto markReady = [&](int v) {
       ready.push_back(v);
       while (!ready.empty()) {
         int r = ready.back();
         ready.pop_back();
         auto [lo, hi] = starts.equal_range(r);
-        for (auto it = lo; it != hi; ++it) {
-          if (started[static_cast<size_t>(it->second)]) continue;  // a reader needed it first
-          s.instrs.push_back(Instr{Instr::Start, it->second, {}});
-          started[static_cast<size_t>(it->second)] = true;
-        }
+        for (auto it = lo; it != hi; ++it) start(it->second);
       }
     };
-    auto wait = [&](int grp) {
+    wait = [&](int grp) {
       if (waited[static_cast<size_t>(grp)]) return;
-      if (!started[static_cast<size_t>(grp)]) s.instrs.push_back(Instr{Instr::Start, grp, {}});
-      started[static_cast<size_t>(grp)] = waited[static_cast<size_t>(grp)] = true;
+      start(grp);
+      waited[static_cast<size_t>(grp)] = true;
       s.instrs.push_back(Instr{Instr::Wait, grp, {}});
       for (int m : p_.groups[static_cast<size_t>(grp)].members) markReady(m);
     };

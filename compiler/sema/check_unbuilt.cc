@@ -1,13 +1,12 @@
 // Stage 6: what the language has but this build cannot run yet.
 //
-// Only `split batch over AXIS` (data parallelism) is laid out for real;
-// every other split rule would plan collectives for slices while each rank
-// holds whole tensors, and the settings below would be ignored. So each one
-// is reported once, at its rule or setting in the spec, before the graph is
+// Split rules over any dim but a `repeat` dim (pipeline stages) are laid out
+// for real (data and tensor parallelism); a pipeline split and the settings
+// below would be ignored. So each one is reported once, at its rule or setting in the spec, before the graph is
 // lowered and laid out (no per-tensor errors follow): an error for `dtlc
 // plan` and `dtlc run`, a warning for `dtlc check` (it is valid language).
 //
-// 1. Collect one finding per non-batch split rule and per unbuilt setting
+// 1. Collect one finding per pipeline split rule and per unbuilt setting
 //    (zero, pipeline, recompute, reduce_dtype, train.precision).
 // 2. Report them in source order.
 #include <algorithm>
@@ -40,13 +39,10 @@ Loc settingAt(const std::map<std::string, Loc>& where, const std::string& key) {
 void splitRules(const Spec& spec, std::vector<Finding>& out) {
   const std::vector<std::string>& stacked = spec.model.repeat_dims;
   for (const SplitSpec& s : spec.parallel.splits) {
-    if (s.dim == "batch") continue;
-    bool stage = std::find(stacked.begin(), stacked.end(), s.dim) != stacked.end();
+    if (std::find(stacked.begin(), stacked.end(), s.dim) == stacked.end()) continue;
     out.push_back({ruleSpan(s),
-                   "`split " + s.dim + " over " + s.axis + "` is not built yet (" +
-                       (stage ? "pipeline stages" : "tensor parallelism") +
-                       "): every rank would hold whole tensors while the plan reduces them as slices",
-                   "only `split batch over <axis>` runs today; remove this rule to train without it"});
+                   "`split " + s.dim + " over " + s.axis + "` is not built yet (pipeline stages over the `repeat` dim)",
+                   "remove this rule to keep every layer on every rank"});
   }
 }
 

@@ -189,20 +189,46 @@ KernelStatus Executor::start(const prog::Schedule& s, int group, int after_node,
     if (comm) work_[static_cast<size_t>(group)] = comm->allReduce(out.f(), out.elements);
     return {};
   }
-  if (n.op == ir::Op::AllGather && !n.names.empty() && in.shape.find(n.names[0]) == 0) {
-    // Gathering the leading dim is a concatenation of the ranks' blocks.
-    work_[static_cast<size_t>(group)] = comm->allGather(in.f(), out.f(), in.elements);
+  if (n.op == ir::Op::AllGather && !n.names.empty() && in.shape.find(n.names[0]) >= 0) {
+    // Gathering the leading dim is a concatenation of the ranks' blocks;
+    // another dim's blocks arrive in the group's buffer (placed at wait()).
+    float* to = g.elements > 0 ? flat_[static_cast<size_t>(group)].data() : out.f();
+    work_[static_cast<size_t>(group)] = comm->allGather(in.f(), to, in.elements);
     return {};
   }
-  return {false, std::string(ir::opName(n.op)) + " over `" + n.name + "` of a non-leading dim is not built yet"};
+  return {false, std::string(ir::opName(n.op)) + " over `" + n.name + "` is not built yet"};
+}
+
+// The blocks of a non-leading all-gather, rank after rank in the group's
+// buffer, put in place along the gathered dim: block r is [outer, L, inner]
+// and goes to [outer, r·L + (0..L), inner] of the result.
+void Executor::placeGathered(int group) {
+  const prog::Group& g = program_.groups[static_cast<size_t>(group)];
+  const ir::Node& n = program_[g.members[0]];
+  const Shape& local = program_[n.inputs[0]].shape;
+  const int k = local.find(n.names[0]);
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < k; ++d) outer *= local.dims[static_cast<size_t>(d)].size;
+  for (size_t d = static_cast<size_t>(k) + 1; d < local.dims.size(); ++d) inner *= local.dims[d].size;
+  const int64_t part = local.dims[static_cast<size_t>(k)].size, whole = n.shape.dims[static_cast<size_t>(k)].size;
+  const int64_t ranks = part > 0 ? whole / part : 0, block = outer * part * inner;
+  const float* from = flat_[static_cast<size_t>(group)].data();
+  float* to = views_[static_cast<size_t>(g.members[0])].f();
+  for (int64_t r = 0; r < ranks; ++r)
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(to + (o * whole + r * part) * inner, from + r * block + o * part * inner,
+                  static_cast<size_t>(part * inner) * 4);
 }
 
 KernelStatus Executor::wait(int group) {
   std::unique_ptr<comm::Work> w = std::move(work_[static_cast<size_t>(group)]);
   if (!w) return {};
   comm::Status s = w->wait();
-  if (s.ok) return {};
   const prog::Group& g = program_.groups[static_cast<size_t>(group)];
+  if (s.ok) {
+    if (g.bucket < 0 && g.elements > 0) placeGathered(group);
+    return {};
+  }
   const ir::Node& n = program_[g.members[0]];
   std::string what = g.bucket >= 0 ? "all-reduce of bucket " + std::to_string(g.bucket)
                                    : std::string(n.op == ir::Op::AllReduce ? "all-reduce" : "all-gather");

@@ -37,7 +37,8 @@ class Executor {
   };
   const std::vector<BucketEvent>& bucketEvents() const { return bucket_events_; }
 
-  // Storage of a parameter (its full, stacked shape), owned by the caller.
+  // Storage of a parameter (its local shape on this rank: the piece its
+  // placement gives it, stacked dims included), owned by the caller.
   void bindParam(const std::string& path, float* data);
   // Where the next runs write d(loss)/d(param) (param's size), instead of the
   // executor's own memory; grad(path) then points there. False when the
@@ -68,6 +69,7 @@ class Executor {
   KernelStatus localSlice(const ir::Node& n, const TensorView& in, TensorView& out);
   KernelStatus start(const prog::Schedule& s, int group, int after_node, int64_t nodes_left);
   KernelStatus wait(int group);
+  void placeGathered(int group);
 
   const prog::Program& program_;
   Backend& backend_;

@@ -25,6 +25,7 @@
 #include "runtime/exec/checkpointing.h"
 #include "runtime/exec/executor.h"
 #include "runtime/exec/param_init.h"
+#include "runtime/exec/param_shards.h"
 #include "runtime/exec/train_state.h"
 #include "runtime/exec/writer_ranks.h"
 #include "runtime/io/checkpoint_store.h"
@@ -39,7 +40,8 @@ namespace {
 
 struct Param {
   const ParamSpec* spec;
-  std::vector<float> value;
+  ShardOf shard;              // the piece of spec->shape this rank holds
+  std::vector<float> value;   // this rank's piece (local shape)
   std::vector<float> grad;  // accumulated over micro-batches
   // This step's gradient: `grad`, or with one micro-batch the executor's own
   // memory when it could not be written into `grad` (a reduced gradient is
@@ -86,7 +88,9 @@ bool loadParams(const std::vector<io::TensorBlob>& blobs, std::vector<Param>& pa
              p.spec->path + "` is F32" + p.spec->shape.str() + "\n";
       ok = false;
     } else if (!b.bytes.empty()) {
-      std::memcpy(p.value.data(), b.bytes.data(), b.bytes.size());
+      // Into the memory the executor is bound to.
+      const std::vector<float> piece = takeLocal(reinterpret_cast<const float*>(b.bytes.data()), p.shard);
+      std::copy(piece.begin(), piece.end(), p.value.begin());
     }
     by_name.erase(it);
   }
@@ -107,7 +111,12 @@ class Trainer {
     exec_ = std::make_unique<Executor>(g, *backend_);
     for (const auto& [axis, c] : c_.comms) exec_->setCommunicator(axis, c);
     lead_ = writesLogs(c_.global_rank);
-    for (const ParamSpec& s : c_.params) params_.push_back(Param{&s, initParam(s, c_.seed), {}, {}});
+    for (const ParamSpec& s : c_.params) {
+      Param p{&s, shardOf(s), {}, {}, nullptr, {}};
+      std::vector<float> whole = initParam(s, c_.seed);  // what one process makes; this rank keeps its piece
+      p.value = p.shard.sharded() ? takeLocal(whole.data(), p.shard) : std::move(whole);
+      params_.push_back(std::move(p));
+    }
     for (Param& p : params_) {
       exec_->bindParam(p.spec->path, p.value.data());
       p.grad.assign(p.value.size(), 0.0f);
@@ -128,8 +137,9 @@ class Trainer {
     if (!c_.resume_dir.empty() && !resume(start)) return 1;
     total_ -= shift_;
     if (c_.confirm_params) {
-      std::string why;
-      if (!c_.confirm_params(paramsHash(), why)) {
+      std::string why, hash;
+      if (!paramsHash(hash)) return 1;
+      if (!c_.confirm_params(hash, why)) {
         err_ += why + "\n";
         return 1;
       }
@@ -159,7 +169,7 @@ class Trainer {
       }
       if (!checkpoints_.confirm(err_)) return 1;
       double lr = optim::scheduledLr(c_.schedule, c_.optimizer.lr, step + shift_, total_ + shift_);
-      update(opt, step, lr);
+      if (!update(opt, step, lr)) return 1;
       samples_since += c_.batch * c_.accumulate * c_.world;
       auto now = std::chrono::steady_clock::now();
       double secs = std::chrono::duration<double>(now - t0).count();
@@ -210,11 +220,38 @@ class Trainer {
     return ((step + shift_) / steps_per_epoch) % p.count == 0;
   }
 
-  // Over every parameter's path and values' bits.
-  std::string paramsHash() const {
+  // The piece of `s` this rank holds, from its placement in the program.
+  ShardOf shardOf(const ParamSpec& s) const {
+    const prog::Program& g = *c_.program;
+    ShardOf out{s.shape, {}, g.mesh, g.coords};
+    for (const ir::Node& n : g.nodes)
+      if (n.op == ir::Op::Param && n.name == s.path) out.placement = g.placement[static_cast<size_t>(n.id)];
+    return out;
+  }
+
+  // A sharded tensor whole, on every rank of the axes it is split over (all
+  // of them call this together).
+  bool whole(const Param& p, const std::vector<float>& piece, std::vector<float>& out) {
+    if (!p.shard.sharded()) {
+      out = piece;
+      return true;
+    }
+    comm::Status s = gatherWhole(piece, p.shard, c_.comms, out);
+    if (!s.ok) err_ += "gathering `" + p.spec->path + "`: " + s.message + "\n";
+    return s.ok;
+  }
+
+  // Over every parameter's path and whole values' bits: the same on every
+  // rank, and the same as one process's from the same weights.
+  bool paramsHash(std::string& out) {
     uint64_t h = kFnvOffset;
-    for (const Param& p : params_) h = fnv1a(p.value.data(), p.value.size() * 4, fnv1a(p.spec->path, h));
-    return hex64(h);
+    std::vector<float> w;
+    for (const Param& p : params_) {
+      if (!whole(p, p.value, w)) return false;
+      h = fnv1a(w.data(), w.size() * 4, fnv1a(p.spec->path, h));
+    }
+    out = hex64(h);
+    return true;
   }
 
   // A file with dtl's checksums (a checkpoint's params.safetensors) is
@@ -332,14 +369,44 @@ class Trainer {
     }
   }
 
-  void update(const optim::Optimizer& opt, int64_t step, double lr) {
-    if (c_.clip > 0) {
-      std::vector<std::pair<float*, int64_t>> grads;
-      for (Param& p : params_) grads.emplace_back(p.step_grad, static_cast<int64_t>(p.grad.size()));
-      optim::clipGradNorm(grads, c_.clip);
-    }
+  bool update(const optim::Optimizer& opt, int64_t step, double lr) {
+    if (c_.clip > 0 && !clip(step)) return false;
     for (Param& p : params_)
       opt.update(p.value.data(), p.step_grad, static_cast<int64_t>(p.value.size()), p.state, step, lr);
+    return true;
+  }
+
+  // Global-norm clipping over the whole gradients: a sharded gradient's norm
+  // is the root of its pieces' summed squares (summed over the axes it is
+  // split on, one all-reduce per set of axes), a replicated one's is taken
+  // once, as one process takes it — so without sharding the result is
+  // PyTorch's to the bit.
+  bool clip(int64_t step) {
+    std::vector<std::pair<float*, int64_t>> grads;
+    std::vector<float> norms;
+    std::map<std::string, std::vector<size_t>> by_axes;  // the axes a gradient is split on → its params
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Param& p = params_[i];
+      grads.emplace_back(p.step_grad, static_cast<int64_t>(p.grad.size()));
+      norms.push_back(optim::normTwo(p.step_grad, static_cast<int64_t>(p.grad.size())));
+      if (!p.shard.sharded()) continue;
+      std::string axes;
+      for (size_t a = 0; a < p.shard.placement.size(); ++a)
+        if (p.shard.placement[a].kind == layout::Placement::Shard && p.shard.mesh[a].size > 1) axes += p.shard.mesh[a].name + " ";
+      by_axes[axes].push_back(i);
+    }
+    for (const auto& [axes, members] : by_axes) {
+      std::vector<float> squares;
+      for (size_t i : members) squares.push_back(norms[i] * norms[i]);
+      comm::Status s = sumOverShards(squares, params_[members[0]].shard, c_.comms);
+      if (!s.ok) {
+        err_ += "step " + std::to_string(step) + ": clipping: " + s.message + "\n";
+        return false;
+      }
+      for (size_t k = 0; k < members.size(); ++k) norms[members[k]] = std::sqrt(squares[k]);
+    }
+    optim::clipGradNormFrom(grads, norms, c_.clip);
+    return true;
   }
 
   bool evaluate(int64_t step, int64_t epoch) {
@@ -383,24 +450,25 @@ class Trainer {
     return true;
   }
 
-  // Each rank contributes the tensors it writes (writer_ranks.h); the folder
-  // is written by global rank 0, so a tensor only another rank holds (a
-  // sharded layout) cannot be saved yet and stops the run saying so.
+  // Mesh-free: every tensor is saved whole, by its full name and shape. A
+  // sharded one is gathered first (every rank of its axes takes part); the
+  // folder writer, global rank 0, then holds all of them.
   bool checkpoint(int64_t step) {
     io::CheckpointContents c;
     c.step = step;
     std::vector<std::string> names = optim::stateNames(c_.optimizer);
+    const bool writer = c_.global_rank == 0;
+    std::vector<float> w;
     for (const Param& p : params_) {
-      if (!writesTensor(c_.mesh, p.spec->sharded, c_.global_rank)) continue;
-      if (c_.global_rank != 0) {
-        err_ += "checkpoint at step " + std::to_string(step) + ": parameter `" + p.spec->path +
-                "` is sharded; saving sharded parameters is not built yet\n";
-        return false;
-      }
-      c.params.push_back(blob(p.spec->path, p.spec->shape, p.value));
+      if (!p.shard.sharded() && !writer) continue;
+      if (!whole(p, p.value, w)) return false;
+      if (writer) c.params.push_back(blob(p.spec->path, p.spec->shape, w));
       const std::vector<float>* state[2] = {&p.state.a, &p.state.b};
-      for (size_t k = 0; k < names.size() && k < 2; ++k)
-        if (!state[k]->empty()) c.optimizer.push_back(blob(p.spec->path + "." + names[k], p.spec->shape, *state[k]));
+      for (size_t k = 0; k < names.size() && k < 2; ++k) {
+        if (state[k]->empty()) continue;
+        if (!whole(p, *state[k], w)) return false;
+        if (writer) c.optimizer.push_back(blob(p.spec->path + "." + names[k], p.spec->shape, w));
+      }
     }
     TrainState st;
     st.step = step;
@@ -429,14 +497,14 @@ class Trainer {
       return false;
     }
     if (!loadParams(c.params, params_, c_.resume_dir, err_)) return false;
-    restoreOptimizerState(c.optimizer);
+    if (!restoreOptimizerState(c.optimizer)) return false;
     if (!seekData(state)) return false;
     start = c.step;
     if (lead_) std::fprintf(stdout, "resumed from %s at step %lld\n", c_.resume_dir.c_str(), static_cast<long long>(start));
     return true;
   }
 
-  void restoreOptimizerState(const std::vector<io::TensorBlob>& blobs) {
+  bool restoreOptimizerState(const std::vector<io::TensorBlob>& blobs) {
     std::map<std::string, const io::TensorBlob*> opt;
     for (const auto& b : blobs) opt[b.name] = &b;
     std::vector<std::string> names = optim::stateNames(c_.optimizer);
@@ -445,10 +513,23 @@ class Trainer {
       for (size_t k = 0; k < names.size() && k < 2; ++k) {
         auto it = opt.find(p.spec->path + "." + names[k]);
         if (it == opt.end()) continue;
-        state[k]->resize(it->second->bytes.size() / 4);
-        if (!state[k]->empty()) std::memcpy(state[k]->data(), it->second->bytes.data(), it->second->bytes.size());
+        const auto* data = reinterpret_cast<const float*>(it->second->bytes.data());
+        const int64_t values = static_cast<int64_t>(it->second->bytes.size() / 4);
+        if (values != 0 && values != p.spec->shape.elements().value_or(-1)) {
+          err_ += "--resume " + c_.resume_dir + ": optimiser state `" + it->first + "` holds " + std::to_string(values) +
+                  " values but parameter `" + p.spec->path + "` is " + p.spec->shape.str() + "\n";
+          return false;
+        }
+        if (values == 0) {
+          state[k]->clear();
+        } else if (p.shard.sharded()) {
+          *state[k] = takeLocal(data, p.shard);
+        } else {
+          state[k]->assign(data, data + values);
+        }
       }
     }
+    return true;
   }
 
   // The data cursor of a resumed run, converted when the checkpoint's run had another global batch.

@@ -26,10 +26,8 @@ struct ParamSpec {
   std::string init;  // zeros ones normal uniform xavier kaiming
   std::map<std::string, double> init_args;
   int stack_dims = 0;  // leading repeat dims (not part of fan-in/fan-out)
-  // Per mesh axis, whether the parameter is split over it (each coordinate
-  // holds another piece); empty: replicated on every axis. Says which rank
-  // writes it to a checkpoint (writer_ranks.h).
-  std::vector<bool> sharded;
+  // Which piece of it this rank holds follows from its placement in the
+  // program (param_shards.h).
 };
 
 struct Period {

@@ -48,6 +48,12 @@ double clipGradNorm(const std::vector<std::pair<float*, int64_t>>& grads, double
   std::vector<float> norms;
   norms.reserve(grads.size());
   for (const auto& [g, n] : grads) norms.push_back(normTwo(g, n));
+  return clipGradNormFrom(grads, norms, max_norm);
+}
+
+double clipGradNormFrom(const std::vector<std::pair<float*, int64_t>>& grads, const std::vector<float>& norms,
+                        double max_norm) {
+  if (grads.empty()) return 0.0;
   const float total = normTwo(norms.data(), static_cast<int64_t>(norms.size()));
   // clip_coef = max_norm / (total_norm + 1e-6): Tensor.__rtruediv__ is
   // reciprocal() * other, all f32.

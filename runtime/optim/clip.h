@@ -24,4 +24,9 @@ float normTwo(const float* x, int64_t n);
 // tensors).
 double clipGradNorm(const std::vector<std::pair<float*, int64_t>>& grads, double max_norm);
 
+// The same from per-tensor norms already taken (norms[i] of grads[i]): for
+// gradients held in pieces, whose norms come from the pieces' summed squares.
+double clipGradNormFrom(const std::vector<std::pair<float*, int64_t>>& grads, const std::vector<float>& norms,
+                        double max_norm);
+
 }  // namespace dtl::rt::optim

@@ -1,0 +1,110 @@
+// param_shards.h: slicing a whole tensor to a rank's piece, and gathering
+// the pieces back.
+#include "runtime/exec/param_shards.h"
+
+#include <cstring>
+
+namespace dtl::rt {
+
+namespace {
+
+// Copies the box of `sizes` at `offsets` of a tensor of `whole` dims to (or,
+// with `into_whole`, from) a dense tensor of `sizes`; row-major, 4-byte values.
+void copyBox(float* whole, const std::vector<int64_t>& dims, float* box, const std::vector<int64_t>& sizes,
+             const std::vector<int64_t>& offsets, bool into_whole) {
+  const size_t rank = dims.size();
+  if (rank == 0) {
+    if (into_whole) *whole = *box; else *box = *whole;
+    return;
+  }
+  // Rows of the last dim are contiguous in both.
+  const int64_t row = sizes[rank - 1];
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < rank; ++d) rows *= sizes[d];
+  std::vector<int64_t> at(rank, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t src = 0;
+    for (size_t d = 0; d < rank; ++d) src = src * dims[d] + offsets[d] + at[d];
+    float* w = whole + src;
+    float* b = box + r * row;
+    if (row > 0) std::memcpy(into_whole ? w : b, into_whole ? b : w, static_cast<size_t>(row) * 4);
+    for (size_t d = rank - 1; d-- > 0;) {  // next row: the odometer over all but the last dim
+      if (++at[d] < sizes[d]) break;
+      at[d] = 0;
+    }
+  }
+}
+
+std::vector<int64_t> sizesOf(const Shape& s) {
+  std::vector<int64_t> out;
+  for (const Dim& d : s.dims) out.push_back(d.size);
+  return out;
+}
+
+int64_t count(const std::vector<int64_t>& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+}  // namespace
+
+bool ShardOf::sharded() const {
+  for (size_t a = 0; a < placement.size() && a < mesh.size(); ++a)
+    if (placement[a].kind == layout::Placement::Shard && mesh[a].size > 1) return true;
+  return false;
+}
+
+std::vector<float> takeLocal(const float* global, const ShardOf& s) {
+  const Shape local = s.local();
+  const std::vector<int64_t> sizes = sizesOf(local);
+  std::vector<int64_t> offsets;
+  for (const Dim& d : s.global.dims) offsets.push_back(layout::localOffset(s.global, d.name, s.placement, s.mesh, s.coords));
+  std::vector<float> out(static_cast<size_t>(count(sizes)));
+  if (!out.empty()) copyBox(const_cast<float*>(global), sizesOf(s.global), out.data(), sizes, offsets, false);
+  return out;
+}
+
+comm::Status gatherWhole(const std::vector<float>& local, const ShardOf& s,
+                         const std::map<std::string, comm::Communicator*>& comms, std::vector<float>& out) {
+  out = local;
+  std::vector<int64_t> dims = sizesOf(s.local());
+  for (size_t a = std::min(s.placement.size(), s.mesh.size()); a-- > 0;) {
+    const layout::Placement& p = s.placement[a];
+    if (p.kind != layout::Placement::Shard || s.mesh[a].size <= 1) continue;
+    auto c = comms.find(s.mesh[a].name);
+    if (c == comms.end() || !c->second) return {false, "no process group for mesh axis `" + s.mesh[a].name + "`"};
+    comm::Communicator& comm = *c->second;
+    const int k = s.global.find(p.dim);
+    const int64_t n = comm.size(), piece = static_cast<int64_t>(out.size());
+    std::vector<float> blocks(static_cast<size_t>(n * piece));
+    comm::Status st = comm.allGather(out.data(), blocks.data(), piece)->wait();
+    if (!st.ok) return st;
+    // Block r is rank r's piece: it goes to [r·L, (r+1)·L) of dim k.
+    std::vector<int64_t> joined = dims;
+    joined[static_cast<size_t>(k)] *= n;
+    std::vector<float> next(static_cast<size_t>(count(joined)));
+    for (int64_t r = 0; r < n; ++r) {
+      std::vector<int64_t> offsets(dims.size(), 0);
+      offsets[static_cast<size_t>(k)] = r * dims[static_cast<size_t>(k)];
+      if (piece > 0) copyBox(next.data(), joined, blocks.data() + r * piece, dims, offsets, true);
+    }
+    out = std::move(next);
+    dims = std::move(joined);
+  }
+  return {};
+}
+
+comm::Status sumOverShards(std::vector<float>& values, const ShardOf& s,
+                           const std::map<std::string, comm::Communicator*>& comms) {
+  for (size_t a = 0; a < s.placement.size() && a < s.mesh.size(); ++a) {
+    if (s.placement[a].kind != layout::Placement::Shard || s.mesh[a].size <= 1) continue;
+    auto c = comms.find(s.mesh[a].name);
+    if (c == comms.end() || !c->second) return {false, "no process group for mesh axis `" + s.mesh[a].name + "`"};
+    comm::Status st = c->second->allReduce(values.data(), static_cast<int64_t>(values.size()))->wait();
+    if (!st.ok) return st;
+  }
+  return {};
+}
+
+}  // namespace dtl::rt

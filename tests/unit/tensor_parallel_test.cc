@@ -1,0 +1,227 @@
+// Tensor, sequence and vocabulary parallelism with ranks as threads: on any
+// mesh, each rank's program (its local shapes, its collectives) run from its
+// piece of the same weights on the same global batch gives the one-process
+// loss, and each rank's gradient is its piece of the one-process gradient.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "compiler/driver/frontend.h"
+#include "compiler/program/plan_program.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/exec/executor.h"
+#include "runtime/exec/param_shards.h"
+
+namespace dtl::rt {
+namespace {
+
+// A two-layer GPT (the stdlib TransformerBlock, a tied output layer), or a
+// LLaMA-style one (RMSNorm, SwiGlu), with `parallel` as its parallel block.
+std::string gptSpec(const std::string& parallel, int global_batch, int world_batch_split, bool llama = false,
+                    const std::string& vocab = "16", const std::string& extra = "") {
+  std::string block = llama ? "LlamaBlock(d, heads, hidden)" : "TransformerBlock(d, heads, hidden)";
+  std::string norm = llama ? "RMSNorm(d)" : "LayerNorm(d)";
+  const std::string llama_block =
+      "layer LlamaBlock(d: dim, heads: dim, hidden: dim) {\n  n1 = RMSNorm(d)\n  attn = Attention(d, heads, use_bias = false)\n"
+      "  n2 = RMSNorm(d)\n  mlp = SwiGlu(d, hidden)\n"
+      "  forward(x) {\n    let h = x + attn(n1(x))\n    return h + mlp(n2(h))\n  }\n}\n";
+  return (llama ? llama_block : "") + "model G {\n  dim vocab = " + vocab + ", seq = 8, d = 16, heads = 4, hidden = 32, layers = 2\n"
+         "  input tokens : i32[batch, seq]\n  input targets : i32[batch, seq]\n"
+         "  tok = Embedding(vocab, d)\n  param pos : [seq, d] init normal(std = 0.02)\n"
+         "  blocks = repeat(layers) " + block + "\n  ln_f = " + norm + "\n" + extra +
+         "  logits = ln_f(blocks(tok(tokens) + pos)) @ tok.table\n"
+         "  loss = cross_entropy(logits, targets, over = vocab)\n}\n"
+         "data { train { synthetic(seed = 5) } }\n"
+         "train {\n  batch = " + std::to_string(global_batch / world_batch_split) +
+         "\n  steps = 1\n  optimizer = sgd(lr = 0.1)\n}\n" + (parallel.empty() ? "" : "parallel { " + parallel + " }\n");
+}
+
+std::unique_ptr<driver::Frontend> compile(const std::string& text, int world) {
+  auto fe = std::make_unique<driver::Frontend>();
+  driver::FrontendOptions o;
+  o.world = world;
+  int rc = fe->runText("tp.dtl", text, o, world > 1 ? driver::Stop::Plan : driver::Stop::Grad);
+  EXPECT_EQ(rc, 0) << fe->diagnostics().render();
+  EXPECT_TRUE(fe->layoutErrors().empty()) << (fe->layoutErrors().empty() ? "" : fe->layoutErrors()[0]);
+  return fe;
+}
+
+// Whole tensors: the weights and the global batch, the same for every run.
+struct Problem {
+  std::map<std::string, std::vector<float>> params;
+  std::map<std::string, std::vector<float>> floats;
+  std::map<std::string, std::vector<int32_t>> ints;
+  std::map<std::string, Shape> input_shape;
+};
+
+Problem problem(const ir::Graph& g, int32_t int_range) {
+  Problem p;
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  for (const ir::Node& n : g.nodes) {
+    const size_t count = static_cast<size_t>(n.shape.elements().value_or(0));
+    if (n.op == ir::Op::Param) {
+      auto& v = p.params[n.name];
+      v.resize(count);
+      for (float& e : v) e = normal(rng);
+    } else if (n.op == ir::Op::Input) {
+      p.input_shape[n.name] = n.shape;
+      if (isInteger(n.dtype)) {
+        auto& v = p.ints[n.name];
+        for (size_t i = 0; i < count; ++i) v.push_back(static_cast<int32_t>(rng() % static_cast<uint32_t>(int_range)));
+      } else {
+        auto& v = p.floats[n.name];
+        v.resize(count);
+        for (float& e : v) e = normal(rng);
+      }
+    }
+  }
+  return p;
+}
+
+struct RankResult {
+  float loss = 0;
+  std::map<std::string, std::vector<float>> grads;  // this rank's pieces
+  std::string error;
+};
+
+ShardOf pieceOf(const prog::Program& program, int id) {
+  return ShardOf{program.nodes[static_cast<size_t>(id)].shape, program.placement[static_cast<size_t>(id)], program.mesh,
+                 program.coords};
+}
+
+// The global-shape node of the laid-out graph behind a program node.
+RankResult runRank(const driver::Frontend& fe, const Problem& p, int rank,
+                   const std::map<std::string, comm::Communicator*>& comms) {
+  RankResult r;
+  const ir::Graph& g = fe.graph();
+  const prog::Program program = program::planProgram(g, fe.layout(), layout::meshCoords(fe.layout().mesh, rank));
+  std::unique_ptr<Backend> backend = makeFastBackend();
+  Executor ex(program, *backend);
+  for (const auto& [axis, c] : comms) ex.setCommunicator(axis, c);
+  std::map<std::string, std::vector<float>> pieces;
+  std::map<std::string, std::vector<int32_t>> int_pieces;
+  for (const ir::Node& n : g.nodes) {
+    ShardOf s{n.shape, program.placement[static_cast<size_t>(n.id)], program.mesh, program.coords};
+    if (n.op == ir::Op::Param) {
+      pieces[n.name] = takeLocal(p.params.at(n.name).data(), s);
+      ex.bindParam(n.name, pieces[n.name].data());
+    } else if (n.op == ir::Op::Input && p.floats.count(n.name)) {
+      std::vector<float> v = takeLocal(p.floats.at(n.name).data(), s);
+      ex.setInput(n.name, v.data(), static_cast<int64_t>(v.size()));
+    } else if (n.op == ir::Op::Input) {  // i32 values are moved as 4-byte words
+      const auto* words = reinterpret_cast<const float*>(p.ints.at(n.name).data());
+      std::vector<float> v = takeLocal(words, s);
+      ex.setInput(n.name, v.data(), static_cast<int64_t>(v.size()));
+    }
+  }
+  RunContext ctx;
+  ctx.training = true;
+  KernelStatus st = ex.run(true, ctx);
+  if (!st.ok) {
+    r.error = st.message;
+    return r;
+  }
+  r.loss = ex.value(g.loss);
+  for (const auto& [path, id] : program.grads) {
+    const float* gr = ex.grad(path);
+    const int64_t n = program[id].shape.elements().value_or(0);
+    if (gr) r.grads[path].assign(gr, gr + n);
+  }
+  return r;
+}
+
+// Every rank of the mesh as a thread, with a shared-memory group per axis
+// (the ranks that differ only in that axis' coordinate).
+std::vector<RankResult> runMesh(const driver::Frontend& fe, const Problem& p) {
+  const std::vector<layout::MeshAxis>& mesh = fe.layout().mesh;
+  int world = 1;
+  for (const layout::MeshAxis& a : mesh) world *= static_cast<int>(a.size);
+  std::vector<RankResult> out(static_cast<size_t>(world));
+  auto store = comm::makeMemoryStore();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      const std::vector<int64_t> coords = layout::meshCoords(mesh, r);
+      std::vector<std::unique_ptr<comm::Communicator>> owned;
+      std::map<std::string, comm::Communicator*> comms;
+      for (size_t a = 0; a < mesh.size(); ++a) {
+        if (mesh[a].size <= 1) continue;
+        std::string group = mesh[a].name + "/";
+        for (size_t b = 0; b < mesh.size(); ++b) group += b == a ? "*" : std::to_string(coords[b]);
+        comm::Status s;
+        owned.push_back(comm::makeShmCommunicator(
+            comm::GroupOptions{store, group + "/", static_cast<int>(coords[a]), static_cast<int>(mesh[a].size),
+                               std::chrono::seconds(60)},
+            s));
+        if (!s.ok) {
+          out[static_cast<size_t>(r)].error = s.message;
+          return;
+        }
+        comms[mesh[a].name] = owned.back().get();
+      }
+      out[static_cast<size_t>(r)] = runRank(fe, p, r, comms);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return out;
+}
+
+// `parallel` on `world` ranks against one process, from the same weights on
+// the same global batch.
+void expectOneProcessResults(const std::string& one_spec, const std::string& many_spec, int world, int32_t int_range) {
+  auto one = compile(one_spec, 1);
+  auto many = compile(many_spec, world);
+  ASSERT_TRUE(one && many);
+  Problem p = problem(one->graph(), int_range);
+  const std::vector<RankResult> ref = runMesh(*one, p);
+  ASSERT_TRUE(ref[0].error.empty()) << ref[0].error;
+  const std::vector<RankResult> ranks = runMesh(*many, p);
+  const prog::Program rank0 = program::planProgram(many->graph(), many->layout(), layout::meshCoords(many->layout().mesh, 0));
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const RankResult& got = ranks[r];
+    ASSERT_TRUE(got.error.empty()) << "rank " << r << ": " << got.error;
+    EXPECT_NEAR(got.loss, ref[0].loss, 1e-5 * std::fabs(ref[0].loss)) << "rank " << r;
+    const prog::Program program =
+        program::planProgram(many->graph(), many->layout(), layout::meshCoords(many->layout().mesh, static_cast<int64_t>(r)));
+    for (const auto& [path, id] : program.grads) {
+      int param = -1;
+      for (const ir::Node& n : program.nodes)
+        if (n.op == ir::Op::Param && n.name == path) param = n.id;
+      ASSERT_GE(param, 0);
+      ShardOf s{many->graph()[param].shape, program.placement[static_cast<size_t>(param)], program.mesh, program.coords};
+      const std::vector<float> want = takeLocal(ref[0].grads.at(path).data(), s);
+      const std::vector<float>& have = got.grads.at(path);
+      ASSERT_EQ(have.size(), want.size()) << "rank " << r << ", gradient of " << path;
+      // Relative to the tensor's scale, with a floor: the key bias's exact
+      // gradient is zero (softmax ignores a shift shared by all keys), so
+      // both runs give rounding noise there.
+      double worst = 0, scale = 1e-4;
+      for (size_t i = 0; i < want.size(); ++i) {
+        worst = std::max(worst, static_cast<double>(std::fabs(have[i] - want[i])));
+        scale = std::max(scale, static_cast<double>(std::fabs(want[i])));
+      }
+      EXPECT_LT(worst / scale, 1e-5) << "rank " << r << ", gradient of " << path << " (its piece)";
+    }
+  }
+}
+
+void expectGpt(const std::string& parallel, int world, int dp = 1, bool llama = false) {
+  expectOneProcessResults(gptSpec("", 8, 1, llama), gptSpec(parallel, 8, dp, llama), world, 16);
+}
+
+TEST(TensorParallel, HeadsAndHiddenOverTwoRanks) { expectGpt("mesh tp = 2; split heads over tp; split hidden over tp", 2); }
+TEST(TensorParallel, HeadsAndHiddenOverFourRanks) { expectGpt("mesh tp = 4; split heads over tp; split hidden over tp", 4); }
+TEST(TensorParallel, DataTimesTensor) {
+  expectGpt("mesh dp = 2, tp = 2; split batch over dp; split heads over tp; split hidden over tp", 4, 2);
+}
+TEST(TensorParallel, VocabularyOverTwoRanks) { expectGpt("mesh tp = 2; split vocab over tp", 2); }
+TEST(TensorParallel, SequenceOverTwoRanks) { expectGpt("mesh tp = 2; split seq over tp", 2); }
+TEST(TensorParallel, LlamaBlockHeadsAndHidden) {
+  expectGpt("mesh tp = 2; split heads over tp; split hidden over tp", 2, 1, true);
+}
+
+}  // namespace
+}  // namespace dtl::rt
