@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 
 #include "compiler/driver/frontend.h"
 #include "compiler/program/plan_program.h"
@@ -100,11 +101,13 @@ void parseInit(const std::string& text, rt::ParamSpec& p) {
 // The values an integer input may take: the classes of the cross_entropy or
 // the rows of the embedding table that consume it (for synthetic data).
 int64_t intRange(const ir::Graph& g, const std::string& input) {
-  int id = -1;
-  for (const ir::Node& n : g.nodes)
-    if (n.op == ir::Op::Input && n.name == input) id = n.id;
+  std::set<int> ids;  // the input, and its local slices (an input sharded by a rule on another dim)
   for (const ir::Node& n : g.nodes) {
-    if (n.inputs.size() < 2 || n.inputs[1] != id) continue;
+    if (n.op == ir::Op::Input && n.name == input) ids.insert(n.id);
+    if (n.op == ir::Op::LocalSlice && ids.count(n.inputs[0])) ids.insert(n.id);
+  }
+  for (const ir::Node& n : g.nodes) {
+    if (n.inputs.size() < 2 || !ids.count(n.inputs[1])) continue;
     if (n.op == ir::Op::CrossEntropy) {
       const Shape& s = g.nodes[n.inputs[0]].shape;
       int k = s.find(n.names[0]);
