@@ -258,15 +258,12 @@ class Pass {
         if (gp.kind == pp.kind && gp.dim == pp.dim) continue;
         if (pp.kind == Placement::Replicate) {
           n.inputs[1] = convert(n.inputs[1], a, "the optimiser updates " + n.name + " on every rank");
-        } else if (pp.kind == Placement::Shard && gp.kind != Placement::Shard) {
-          // Each rank updates its piece: a whole (or summed, then whole)
-          // gradient is sliced to it. A reduce-scatter would send half the
-          // bytes of the all-reduce; it is not built yet.
+        } else {
+          // Each rank updates its piece: a whole (or summed, or otherwise
+          // sharded, then whole) gradient is sliced to it. A reduce-scatter
+          // would send half the bytes of the all-reduce; it is not built yet.
           n.inputs[1] = convert(n.inputs[1], a, "the optimiser updates this rank's piece of " + n.name);
           n.inputs[1] = localSlice(n.inputs[1], a, pp.dim);
-        } else {
-          errors_.push_back("gradient of `" + n.name + "` is " + gp.str() + " on `" + mesh_[a].name +
-                            "` but the parameter is " + pp.str() + ": this conversion is not built yet");
         }
       }
       out_.grads.emplace_back(n.name, n.inputs[1]);
@@ -297,13 +294,27 @@ class Pass {
           n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` needs all of `" + p.dim + "`");
           continue;
         }
-        if (!shard.empty() && shard != p.dim)
-          errors_.push_back(std::string("`") + ir::opName(old.op) + "` (" + old.where + ") mixes two dims sharded over `" +
-                            mesh_[a].name + "`: not supported yet");
+        if (!shard.empty() && shard != p.dim) {
+          // Two dims sharded over one axis meet (x split by `seq` into a
+          // projection split by `heads`): the later operand is gathered.
+          n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` meets `" + shard + "` and `" + p.dim +
+                                                    "` sharded over `" + mesh_[a].name + "`; it keeps `" + shard + "`");
+          continue;
+        }
         shard = p.dim;
         if (sums.count(p.dim)) reduced = true;
       }
       if (!shard.empty() && !reduced && !n.shape.has(shard)) reduced = true;
+      // A partial sum meeting a shard on the same axis is reduced first: a
+      // value is either split or summed over an axis, not both (x split by
+      // `d` times a partial gradient would be the split of a partial sum).
+      if (!shard.empty() && any_partial) {
+        for (size_t k = 0; k < n.inputs.size(); ++k)
+          if (partial[k])
+            n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` meets a partial sum and a value split by `" +
+                                                      shard + "`");
+        any_partial = false;
+      }
       // A replicated operand that carries the sharded dim: each rank takes
       // its slice, whether the op keeps the dim or sums it away.
       if (!shard.empty())

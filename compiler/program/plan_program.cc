@@ -111,34 +111,46 @@ class Planner {
     return s;
   }
 
-  // 3. The instruction list.
+  // 3. The instruction list: nodes in graph order, each group started when
+  // its `start_after` value is ready and waited for right before its first
+  // reader. Demand pulls work forward: a group starts only once every
+  // member's input has run (a node not yet run is run first, with what it
+  // reads) and every group those inputs come from has been waited for — a
+  // gradient sliced for its update after a reader of its bucket's other
+  // members, or reduced over dp and then over tp.
   void order(Schedule& s, const std::vector<bool>& in) {
-    std::vector<bool> started(p_.groups.size(), false), waited(p_.groups.size(), false);
+    std::vector<bool> started(p_.groups.size(), false), waited(p_.groups.size(), false), ran(n_, false);
     std::multimap<int, int> starts;  // value → groups it starts
     for (const prog::Group& grp : p_.groups)
       if (in[static_cast<size_t>(grp.members[0])]) starts.emplace(grp.start_after, grp.id);
-    std::vector<int> ready;
-    std::function<void(int)> wait;
-    // A group starts once every member's input is in place: a member that
-    // reads another group's result (a gradient reduced over dp, then over
-    // tp) waits for that group first.
-    auto start = [&](int grp) {
+    std::function<void(int)> run, wait, start, markReady;
+    auto need = [&](int x) {  // value x in place
+      if (group_of_[static_cast<size_t>(x)] >= 0) {
+        wait(group_of_[static_cast<size_t>(x)]);
+      } else {
+        run(x);
+      }
+    };
+    run = [&](int id) {
+      if (ran[static_cast<size_t>(id)] || !in[static_cast<size_t>(id)]) return;
+      ran[static_cast<size_t>(id)] = true;
+      for (int x : g_[id].inputs) need(x);
+      s.instrs.push_back(Instr{Instr::Run, id, {}});
+      markReady(id);
+    };
+    start = [&](int grp) {
       if (started[static_cast<size_t>(grp)]) return;  // a reader needed it first
       started[static_cast<size_t>(grp)] = true;
       for (int m : p_.groups[static_cast<size_t>(grp)].members)
         for (int x : g_[m].inputs)
-          if (group_of_[static_cast<size_t>(x)] >= 0 && group_of_[static_cast<size_t>(x)] != grp)
-            wait(group_of_[static_cast<size_t>(x)]);
+          if (group_of_[static_cast<size_t>(x)] != grp) need(x);
       s.instrs.push_back(Instr{Instr::Start, grp, {}});
     };
-    auto markReady = [&](int v) {
-      ready.push_back(v);
-      while (!ready.empty()) {
-        int r = ready.back();
-        ready.pop_back();
-        auto [lo, hi] = starts.equal_range(r);
-        for (auto it = lo; it != hi; ++it) start(it->second);
-      }
+    markReady = [&](int v) {
+      auto [lo, hi] = starts.equal_range(v);
+      std::vector<int> due;
+      for (auto it = lo; it != hi; ++it) due.push_back(it->second);
+      for (int grp : due) start(grp);
     };
     wait = [&](int grp) {
       if (waited[static_cast<size_t>(grp)]) return;
@@ -147,13 +159,8 @@ class Planner {
       s.instrs.push_back(Instr{Instr::Wait, grp, {}});
       for (int m : p_.groups[static_cast<size_t>(grp)].members) markReady(m);
     };
-    for (const Node& n : g_.nodes) {
-      if (!in[static_cast<size_t>(n.id)] || group_of_[static_cast<size_t>(n.id)] >= 0) continue;
-      for (int x : n.inputs)
-        if (group_of_[static_cast<size_t>(x)] >= 0) wait(group_of_[static_cast<size_t>(x)]);
-      s.instrs.push_back(Instr{Instr::Run, n.id, {}});
-      markReady(n.id);
-    }
+    for (const Node& n : g_.nodes)
+      if (group_of_[static_cast<size_t>(n.id)] < 0) run(n.id);
     for (size_t grp = 0; grp < p_.groups.size(); ++grp)
       if (started[grp]) wait(static_cast<int>(grp));
   }

@@ -4,6 +4,7 @@
 // loss, and each rank's gradient is its piece of the one-process gradient.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <random>
 #include <thread>
@@ -222,6 +223,42 @@ TEST(TensorParallel, SequenceOverTwoRanks) { expectGpt("mesh tp = 2; split seq o
 TEST(TensorParallel, LlamaBlockHeadsAndHidden) {
   expectGpt("mesh tp = 2; split heads over tp; split hidden over tp", 2, 1, true);
 }
+
+// Every pair of rules over a dp × tp mesh (a dim over tp, another over dp,
+// with or without the batch over dp): whatever meets whatever, the numbers
+// are one process's. Pairs the checks refuse (one tensor split by two dims
+// over one axis) are left out.
+struct Layout {
+  std::string parallel;
+  int dp_batch;  // how many ranks the batch is split over
+};
+
+class Layouts : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(Layouts, GiveOneProcessResults) {
+  expectOneProcessResults(gptSpec("", 8, 1), gptSpec(GetParam().parallel, 8, GetParam().dp_batch), 4, 16);
+}
+
+std::vector<Layout> pairsOfRules() {
+  const std::vector<std::string> dims = {"heads", "hidden", "d", "seq", "vocab", "head_dim"};
+  std::vector<Layout> out;
+  for (bool batch : {false, true})
+    for (const std::string& a : dims)
+      for (const std::string& b : dims) {
+        if (a == b || (batch && (b == "seq" || b == "vocab"))) continue;  // tokens: [batch, seq]; refused
+        std::string p = "mesh dp = 2, tp = 2; " + std::string(batch ? "split batch over dp; " : "") + "split " + a +
+                        " over tp; split " + b + " over dp";
+        out.push_back({p, batch ? 2 : 1});
+      }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(PairsOfRules, Layouts, ::testing::ValuesIn(pairsOfRules()), [](const auto& info) {
+  std::string name;
+  for (char c : info.param.parallel.substr(info.param.parallel.find(';') + 2))
+    name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return name;
+});
 
 }  // namespace
 }  // namespace dtl::rt
