@@ -35,8 +35,11 @@ using ir::Op;
 
 class Pass {
  public:
-  Pass(const ir::Graph& in, const std::vector<MeshAxis>& mesh, const std::vector<SplitRule>& rules)
-      : in_(in), mesh_(mesh) {
+  // `reduce_early`: values of `in` reduced as soon as they are made when they
+  // are partial sums (see assignPlacements).
+  Pass(const ir::Graph& in, const std::vector<MeshAxis>& mesh, const std::vector<SplitRule>& rules,
+       const std::set<int>& reduce_early)
+      : in_(in), mesh_(mesh), reduce_early_(reduce_early) {
     for (const SplitRule& r : rules) {
       for (size_t a = 0; a < mesh.size(); ++a)
         if (mesh[a].name == r.axis) split_[r.dim] = {a, r.where};
@@ -56,6 +59,25 @@ class Pass {
     layout.of = place_;
     out = std::move(out_);
     return errors_;
+  }
+
+  // Values of the input graph that are partial sums on some axis and read
+  // by more than one node: where reducing early can replace several
+  // reductions downstream by one. Valid after run().
+  std::vector<int> partialForks() const {
+    std::vector<int> readers(in_.nodes.size(), 0), out;
+    for (const Node& n : in_.nodes)
+      for (int x : n.inputs) ++readers[static_cast<size_t>(x)];
+    for (const Node& n : in_.nodes) {
+      if (readers[static_cast<size_t>(n.id)] < 2 || reduce_early_.count(n.id)) continue;
+      const Pl& p = place_[static_cast<size_t>(map_[static_cast<size_t>(n.id)])];
+      for (const Placement& q : p)
+        if (q.kind == Placement::Partial) {
+          out.push_back(n.id);
+          break;
+        }
+    }
+    return out;
   }
 
  private:
@@ -360,6 +382,10 @@ class Pass {
         if (partial_dim_.count({id, a})) partial_dim_[{mid, a}] = partial_dim_[{id, a}];
       id = mid;
     }
+    if (reduce_early_.count(old.id))
+      for (size_t a = 0; a < mesh_.size(); ++a)
+        if (place_[static_cast<size_t>(id)][a].kind == Placement::Partial)
+          id = convert(id, a, "reduced before its readers fork: one reduction instead of one on every branch");
     map_[static_cast<size_t>(old.id)] = id;
   }
 
@@ -386,6 +412,7 @@ class Pass {
 
   const ir::Graph& in_;
   std::vector<MeshAxis> mesh_;
+  const std::set<int>& reduce_early_;
   std::map<std::string, std::pair<size_t, std::string>> split_;  // dim → (axis, rule source)
   ir::Graph out_;
   std::vector<Pl> place_;
@@ -397,13 +424,55 @@ class Pass {
   std::vector<std::string> errors_;
 };
 
+
+// Bytes one rank sends per step for the collectives of a laid-out graph
+// (ring formulas: all-reduce 2(n−1)/n of its local bytes, all-gather and
+// reduce-scatter (n−1)/n of the whole).
+double bytesSent(const ir::Graph& g, const Layout& layout) {
+  double sent = 0;
+  for (const Node& n : g.nodes) {
+    double n_ranks = 1;
+    for (const MeshAxis& a : layout.mesh)
+      if (a.name == n.name) n_ranks = static_cast<double>(a.size);
+    const double bytes =
+        static_cast<double>(localShape(n.shape, layout.of[static_cast<size_t>(n.id)], layout.mesh).elements().value_or(0)) * 4;
+    if (n.op == Op::AllReduce) sent += bytes * 2 * (n_ranks - 1) / n_ranks;
+    if (n.op == Op::AllGather || n.op == Op::ReduceScatter) sent += bytes * (n_ranks - 1) / n_ranks;
+  }
+  return sent;
+}
+
 }  // namespace
 
+// One pass places every value by the rules above; then each partial sum
+// that forks (a gradient read by a norm's backward and by its parameters'
+// gradients) is tried reduced where it is made, and kept so when the step
+// sends fewer bytes. That is where Megatron-LM reduces the backward pass:
+// before a layer norm's backward, so its parameters' gradients come out
+// equal on every tp rank and need no reduction of their own.
 std::vector<std::string> assignPlacements(ir::Graph& g, const std::vector<MeshAxis>& mesh,
                                           const std::vector<SplitRule>& rules, Layout& out) {
-  ir::Graph laid;
-  std::vector<std::string> errors = Pass(g, mesh, rules).run(laid, out);
-  g = std::move(laid);
+  std::set<int> early;
+  ir::Graph best;
+  std::vector<std::string> errors;
+  Pass first(g, mesh, rules, early);
+  errors = first.run(best, out);
+  double best_bytes = bytesSent(best, out);
+  for (int fork : first.partialForks()) {
+    std::set<int> trial = early;
+    trial.insert(fork);
+    ir::Graph laid;
+    Layout placed;
+    std::vector<std::string> e = Pass(g, mesh, rules, trial).run(laid, placed);
+    const double bytes = bytesSent(laid, placed);
+    if (!e.empty() || bytes >= best_bytes) continue;
+    early = std::move(trial);
+    best = std::move(laid);
+    out = std::move(placed);
+    errors = std::move(e);
+    best_bytes = bytes;
+  }
+  g = std::move(best);
   return errors;
 }
 

@@ -129,9 +129,10 @@ KernelStatus Executor::runNode(const prog::Schedule& s, int id, const RunContext
     std::memcpy(v.data, it->second.data(), static_cast<size_t>(v.elements) * 4);
     return {};
   }
-  if (s.storage[static_cast<size_t>(id)].kind == prog::Storage::Alias &&
+  const prog::Storage& st = s.storage[static_cast<size_t>(id)];
+  if (st.kind == prog::Storage::Alias && !n.inputs.empty() && st.index == n.inputs[0] &&
       (n.op == ir::Op::Reshape || n.op == ir::Op::Slice || n.op == ir::Op::LocalSlice))
-    return {};  // a view: its data is its source's
+    return {};  // a view of its input: its data is its source's (an alias elsewhere, a block of a stack, is computed)
   if (n.op == ir::Op::LocalSlice) return localSlice(n, views_[static_cast<size_t>(n.inputs[0])], v);
   std::vector<const TensorView*> ins;
   ins.reserve(n.inputs.size());

@@ -262,3 +262,30 @@ INSTANTIATE_TEST_SUITE_P(PairsOfRules, Layouts, ::testing::ValuesIn(pairsOfRules
 
 }  // namespace
 }  // namespace dtl::rt
+
+namespace dtl::rt {
+namespace {
+
+// Megatron-LM's f/g pair, per layer per step: one all-reduce of [batch,
+// seq, d] after attention and one after the MLP in the forward pass, one
+// before each layer norm's backward — and nothing else over tp (the norms'
+// and row-parallel biases' gradients come out equal on every tp rank).
+void expectMegatronCollectives(bool llama) {
+  auto fe = compile(gptSpec("mesh tp = 2; split heads over tp; split hidden over tp", 8, 1, llama), 2);
+  const ir::Graph& g = fe->graph();
+  int activations = 0, other = 0;
+  for (const ir::Node& n : g.nodes) {
+    if (!ir::isConversion(n.op) || n.op == ir::Op::LocalSlice) continue;
+    const bool residual = n.op == ir::Op::AllReduce && n.shape.str() == "[batch=8, seq=8, d=16]";
+    (residual ? activations : other) += 1;
+    EXPECT_TRUE(residual) << "%" << n.id << " " << ir::opName(n.op) << " " << n.shape.str() << ": " << n.fn;
+  }
+  EXPECT_EQ(activations, 4 * 2) << "2 layers";
+  EXPECT_EQ(other, 0);
+}
+
+TEST(TensorParallel, MegatronCollectivesOnAGpt) { expectMegatronCollectives(false); }
+TEST(TensorParallel, MegatronCollectivesOnALlamaBlock) { expectMegatronCollectives(true); }
+
+}  // namespace
+}  // namespace dtl::rt
