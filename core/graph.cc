@@ -42,6 +42,8 @@ const char* opName(Op op) {
     case Op::AllGather: return "all_gather";
     case Op::ReduceScatter: return "reduce_scatter";
     case Op::LocalSlice: return "local_slice";
+    case Op::PickClass: return "pick_class";
+    case Op::PickClassGrad: return "pick_class_grad";
   }
   return "?";
 }

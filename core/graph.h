@@ -37,7 +37,8 @@ enum class Op {
   LogSoftmax, // over names[0]
   Normalize,  // over names, eps = scalar
   RmsNormalize,
-  Embed,      // inputs: table, ids
+  Embed,      // inputs: table, ids. In a rank's program `offset` is the first table row it holds and
+              // `index` the table's rows in all (0: it holds them all); ids of other rows give zeros
   Attention,  // inputs: q, k, v; flag = causal
   Dropout,    // scalar = p; index = its lowering id, the mask's stable seed; identity when evaluating
   CrossEntropy,  // inputs: logits, labels; names[0] = classes
@@ -45,6 +46,8 @@ enum class Op {
   Reshape,    // same data, this node's shape
   Cast,       // to this node's dtype
   Arange,     // i32 over this node's single dim
+  PickClass,  // inputs: logits, labels; names[0] = classes: logits[…, label] per row. In a rank's program
+              // `offset` is its first class and `index` the classes in all (0: all); other classes give 0
   // backward-only
   UnaryGrad,      // fn; inputs: x, dy → dx
   MaxGrad,        // inputs: x, dy; names reduced → dx
@@ -52,10 +55,12 @@ enum class Op {
   LogSoftmaxGrad, // inputs: y (log_softmax output), dy; names[0]
   NormalizeGrad,  // inputs: x, dy; names, eps
   RmsNormalizeGrad,
-  EmbedGrad,      // inputs: ids, dy → d table (this node's shape)
+  EmbedGrad,      // inputs: ids, dy → d table (this node's shape); `offset`, `index` as for Embed
   AttentionGrad,  // inputs: q, k, v, dy; index = 0|1|2 (which of q, k, v)
   CrossEntropyGrad,  // inputs: logits, labels, dy (scalar); names[0]
   DropoutGrad,    // inputs: dy; scalar = p, index = the forward's (the same mask)
+  PickClassGrad,  // inputs: labels; names[0] = classes → one-hot of this node's shape; `offset`, `index`
+                  // as for PickClass
   SliceGrad,      // inputs: g_0 … g_k-1, the gradients of copies index … index+k-1 along names[0] (copy
                   // shape each); this node = the full stacked shape, those copies in place, zeros elsewhere
   // optimiser
@@ -63,7 +68,7 @@ enum class Op {
   // communication, inserted by the layout pass (compiler/layout) where a
   // consumer needs another placement than its producer gives; name = the
   // mesh axis, `where` = the split rule that caused it
-  AllReduce,      // Partial → Replicate: sum over the axis
+  AllReduce,      // Partial → Replicate: sum over the axis (names = {"max"}: the largest)
   AllGather,      // Shard(names[0]) → Replicate
   ReduceScatter,  // Partial → Shard(names[0])
   LocalSlice,     // Replicate → Shard(names[0]): this rank's slice of a value every rank holds whole;
@@ -96,11 +101,12 @@ struct Node {
   std::string fn;                  // Unary/Binary/Reduce function
   std::vector<std::string> names;  // dims an op works over
   double scalar = 0;               // Const value, eps, dropout p
-  int64_t index = 0;               // Slice copy, AttentionGrad operand
+  int64_t index = 0;               // Slice copy, AttentionGrad operand, a windowed op's whole dim
   bool flag = false;               // Attention causal
   // In a rank's program (local form): the flat index in the global tensor
   // where this rank's block starts, so dropout masks are drawn by global
-  // element and every layout drops what one process drops.
+  // element and every layout drops what one process drops; for Embed,
+  // EmbedGrad, PickClass and PickClassGrad, the first row or class it holds.
   int64_t offset = 0;
   std::string name;                // Input name / Param path / value name for printing
   std::string where;               // "spec.dtl:12:9": the source that caused the node

@@ -6,7 +6,7 @@ std::string Placement::str() const {
   switch (kind) {
     case Replicate: return "R";
     case Shard: return "S(" + dim + ")";
-    case Partial: return "P";
+    case Partial: return max ? "P(max)" : "P";
   }
   return "?";
 }

@@ -23,8 +23,9 @@ struct MeshAxis {
 struct Placement {
   enum Kind { Replicate, Shard, Partial } kind = Replicate;
   std::string dim;  // Shard
+  bool max = false;  // Partial: the value is the largest of the ranks' values, not their sum
   std::string str() const;
-  bool operator==(const Placement& o) const { return kind == o.kind && dim == o.dim; }
+  bool operator==(const Placement& o) const { return kind == o.kind && dim == o.dim && max == o.max; }
 };
 
 // The placements of every value of a laid-out graph: of[node][axis].

@@ -21,6 +21,8 @@
 //    gathered, so each layer's reduction overlaps the layers still to come.
 #include "compiler/layout/assign_placements.h"
 
+#include "compiler/layout/split_cross_entropy.h"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -107,6 +109,7 @@ class Pass {
     c.inputs = {id};
     c.name = mesh_[a].name;
     if (p.kind == Placement::Shard) c.names = {p.dim};
+    if (p.kind == Placement::Partial && p.max) c.names = {"max"};
     c.fn = why;
     c.where = ruleWhere(p.kind == Placement::Shard ? p.dim : partialOrigin(id, a));
     // Shapes are global: the conversion changes the placement, not the shape.
@@ -163,7 +166,7 @@ class Pass {
     const int update = stack_update_[static_cast<size_t>(old.id)];
     if (update < 0) return;
     const Node& u = in_[update];
-    const Pl& param = place_[static_cast<size_t>(map_[static_cast<size_t>(u.inputs[0])])];
+    const Pl param = place_[static_cast<size_t>(map_[static_cast<size_t>(u.inputs[0])])];
     for (size_t a = 0; a < mesh_.size(); ++a) {
       if (param[a].kind != Placement::Replicate) continue;
       for (int& x : n.inputs)
@@ -195,9 +198,7 @@ class Pass {
       case Op::Normalize: case Op::RmsNormalize: case Op::NormalizeGrad: case Op::RmsNormalizeGrad:
       case Op::CrossEntropy: case Op::CrossEntropyGrad: case Op::Argmax: case Op::MaxGrad:
         return {n.names.begin(), n.names.end()};
-      case Op::Reduce:
-        if (n.fn == "max") return {n.names.begin(), n.names.end()};
-        return {};
+      case Op::Reduce: return {};  // a max over a split dim is each rank's max, then the largest (P(max))
       case Op::Attention: case Op::AttentionGrad: {
         const Shape& q = g.nodes[static_cast<size_t>(n.inputs[0])].shape;
         const Shape& k = g.nodes[static_cast<size_t>(n.inputs[1])].shape;
@@ -205,8 +206,8 @@ class Pass {
         if (q.rank() >= 3) s = {q.dims[q.rank() - 3].name, q.dims[q.rank() - 1].name, k.dims[k.rank() - 3].name};
         return s;
       }
-      case Op::Embed: return {g.nodes[static_cast<size_t>(n.inputs[0])].shape.dims[0].name};
-      case Op::EmbedGrad: return {n.shape.dims[0].name};
+      // A table split by its rows: each rank looks up the ids it holds (P).
+      case Op::Embed: return {};
       case Op::Reshape: {
         std::set<std::string> s;  // split or merged dims must be whole
         const Shape& x = g.nodes[static_cast<size_t>(n.inputs[0])].shape;
@@ -235,6 +236,7 @@ class Pass {
         return false;
       case Op::Contract: return !(partial[0] && partial[1]);
       case Op::CrossEntropyGrad: return k == 2;  // linear in dy
+      case Op::PickClass: return k == 0;
       case Op::UnaryGrad: case Op::SoftmaxGrad: case Op::LogSoftmaxGrad: case Op::NormalizeGrad:
       case Op::RmsNormalizeGrad: case Op::MaxGrad: case Op::EmbedGrad:
         return k == n.inputs.size() - 1;  // linear in the incoming gradient
@@ -246,13 +248,25 @@ class Pass {
   // The dims an op sums away (its output lacks them, its result is a sum or mean over them).
   static std::set<std::string> summed(const Node& n, const ir::Graph& g) {
     std::set<std::string> s;
-    if (n.op == Op::Contract || n.op == Op::ReduceTo || (n.op == Op::Reduce && n.fn != "max") ||
-        n.op == Op::CrossEntropy) {
+    if (n.op == Op::Contract || n.op == Op::ReduceTo || n.op == Op::Reduce || n.op == Op::CrossEntropy ||
+        n.op == Op::PickClass || n.op == Op::Embed) {
       for (int in : n.inputs)
         for (const Dim& d : g.nodes[static_cast<size_t>(in)].shape.dims)
           if (!n.shape.has(d.name)) s.insert(d.name);
     }
     return s;
+  }
+
+  // An op that makes a dim none of its inputs has (a table's gradient, a
+  // one-hot over the classes) computes just this rank's rows of it when a
+  // rule splits that dim, rather than all of them to slice later.
+  bool bornSharded(const Node& old, size_t a, Placement& out) const {
+    if (old.op != Op::EmbedGrad && old.op != Op::PickClassGrad) return false;
+    const std::string& dim = old.op == Op::EmbedGrad ? old.shape.dims.at(0).name : old.names.at(0);
+    auto it = split_.find(dim);
+    if (it == split_.end() || it->second.first != a) return false;
+    out = Placement{Placement::Shard, dim};
+    return true;
   }
 
   void visit(const Node& old) {
@@ -275,8 +289,8 @@ class Pass {
     if (n.op == Op::Update) {
       // The gradient must be placed like the parameter.
       for (size_t a = 0; a < mesh_.size(); ++a) {
-        const Placement& pp = place_[static_cast<size_t>(n.inputs[0])][a];
-        const Placement& gp = place_[static_cast<size_t>(n.inputs[1])][a];
+        const Placement pp = place_[static_cast<size_t>(n.inputs[0])][a];
+        const Placement gp = place_[static_cast<size_t>(n.inputs[1])][a];
         if (gp.kind == pp.kind && gp.dim == pp.dim) continue;
         if (pp.kind == Placement::Replicate) {
           n.inputs[1] = convert(n.inputs[1], a, "the optimiser updates " + n.name + " on every rank");
@@ -299,9 +313,10 @@ class Pass {
     for (size_t a = 0; a < mesh_.size(); ++a) {
       std::vector<bool> partial;
       for (int in : n.inputs) partial.push_back(place_[static_cast<size_t>(in)][a].kind == Placement::Partial);
-      // Partial inputs of a non-linear use are reduced first.
+      // Partial inputs of a non-linear use are reduced first (a largest-of is
+      // linear in nothing).
       for (size_t k = 0; k < n.inputs.size(); ++k) {
-        if (partial[k] && !linearIn(old, k, partial)) {
+        if (partial[k] && (!linearIn(old, k, partial) || place_[static_cast<size_t>(n.inputs[k])][a].max)) {
           n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` is not linear in a partial sum");
           partial[k] = false;
         }
@@ -310,7 +325,7 @@ class Pass {
       std::string shard;
       bool reduced = false;
       for (size_t k = 0; k < n.inputs.size(); ++k) {
-        const Placement& p = place_[static_cast<size_t>(n.inputs[k])][a];
+        const Placement p = place_[static_cast<size_t>(n.inputs[k])][a];
         if (p.kind != Placement::Shard) continue;
         if (whole.count(p.dim)) {
           n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` needs all of `" + p.dim + "`");
@@ -344,10 +359,11 @@ class Pass {
           if (place_[static_cast<size_t>(in)][a].kind == Placement::Replicate && out_.nodes[static_cast<size_t>(in)].shape.has(shard))
             in = localSlice(in, a, shard);
       if (reduced) {
-        out[a] = Placement{Placement::Partial, ""};
+        out[a] = Placement{Placement::Partial, "", old.op == Op::Reduce && old.fn == "max"};
         partial_dim_[{static_cast<int>(out_.nodes.size()), a}] = shard;
       } else if (!shard.empty()) {
         out[a] = Placement{Placement::Shard, shard};
+      } else if (!any_partial && bornSharded(old, a, out[a])) {
       } else if (any_partial) {
         out[a] = Placement{Placement::Partial, ""};
         for (size_t k = 0; k < n.inputs.size(); ++k)
@@ -450,8 +466,9 @@ double bytesSent(const ir::Graph& g, const Layout& layout) {
 // sends fewer bytes. That is where Megatron-LM reduces the backward pass:
 // before a layer norm's backward, so its parameters' gradients come out
 // equal on every tp rank and need no reduction of their own.
-std::vector<std::string> assignPlacements(ir::Graph& g, const std::vector<MeshAxis>& mesh,
+std::vector<std::string> assignPlacements(ir::Graph& graph, const std::vector<MeshAxis>& mesh,
                                           const std::vector<SplitRule>& rules, Layout& out) {
+  const ir::Graph g = splitCrossEntropy(graph, rules);
   std::set<int> early;
   ir::Graph best;
   std::vector<std::string> errors;
@@ -472,7 +489,7 @@ std::vector<std::string> assignPlacements(ir::Graph& g, const std::vector<MeshAx
     errors = std::move(e);
     best_bytes = bytes;
   }
-  g = std::move(best);
+  graph = std::move(best);
   return errors;
 }
 

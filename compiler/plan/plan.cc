@@ -12,7 +12,8 @@ namespace {
 
 struct Collective {
   std::string op, axis, dtype, after, why, rule;
-  int64_t bytes = 0;
+  int64_t bytes = 0;  // one rank's (local shapes)
+  bool max = false;   // an all-reduce of the largest: every rank's values are gathered
   int bucket = -1;
   std::vector<std::string> tensors;
   int start = 0;
@@ -33,7 +34,8 @@ std::string describeNode(const ir::Graph& g, int id, const std::map<int, std::st
          (n.where.empty() ? "" : " at " + n.where);
 }
 
-std::vector<Collective> collectives(const ir::Graph& g) {
+// `p`: rank 0's program, for local sizes.
+std::vector<Collective> collectives(const ir::Graph& g, const prog::Program& p) {
   // What each value is the gradient of: a parameter, or one copy of a
   // stacked one ("blocks.attn.wq[3]": the gathers name their copies).
   std::map<int, std::string> grad_of, update_of;
@@ -55,7 +57,7 @@ std::vector<Collective> collectives(const ir::Graph& g) {
     c.op = "all_reduce";
     c.axis = b.axis;
     c.dtype = "f32";
-    c.bytes = b.bytes;
+    for (int m : b.members) c.bytes += p[m].shape.elements().value_or(0) * 4;
     c.bucket = b.id;
     c.start = b.start_after;
     c.after = describeNode(g, b.start_after, grad_of);
@@ -75,7 +77,8 @@ std::vector<Collective> collectives(const ir::Graph& g) {
     c.op = n.op == ir::Op::AllReduce ? "all_reduce" : n.op == ir::Op::AllGather ? "all_gather" : "reduce_scatter";
     c.axis = n.name;
     c.dtype = dtypeName(n.dtype);
-    c.bytes = n.shape.elements().value_or(0) * dtypeBytes(n.dtype);
+    c.bytes = p[n.id].shape.elements().value_or(0) * dtypeBytes(n.dtype);
+    c.max = n.op == ir::Op::AllReduce && !n.names.empty() && n.names[0] == "max";
     c.start = n.inputs[0];
     c.after = describeNode(g, n.inputs[0], grad_of);
     c.rule = n.where;
@@ -88,9 +91,11 @@ std::vector<Collective> collectives(const ir::Graph& g) {
 }
 
 // Ring all-reduce sends 2(n−1)/n of the buffer; all-gather and
-// reduce-scatter (n−1)/n.
+// reduce-scatter (n−1)/n of the whole; a max all-reduce gathers every
+// rank's values: n − 1 times its buffer.
 double sent(const Collective& c, int64_t n) {
   if (n <= 1) return 0;
+  if (c.max) return static_cast<double>(n - 1) * static_cast<double>(c.bytes);
   double f = c.op == "all_reduce" ? 2.0 * static_cast<double>(n - 1) / static_cast<double>(n)
                                   : static_cast<double>(n - 1) / static_cast<double>(n);
   return f * static_cast<double>(c.bytes);
@@ -156,7 +161,7 @@ std::string memoryText(const Memory& m) {
 }
 
 std::string planText(const ir::Graph& g, const layout::Layout& l, const prog::Program& p, const sema::Spec& spec) {
-  std::vector<Collective> cs = collectives(g);
+  std::vector<Collective> cs = collectives(g, p);
   int64_t w = world(l);
   std::string out = "plan for " + spec.model.name + " on " + std::to_string(w) + " rank" + (w == 1 ? "" : "s") +
                     " (mesh " + meshText(l) + "), one optimiser step of " +
@@ -166,7 +171,7 @@ std::string planText(const ir::Graph& g, const layout::Layout& l, const prog::Pr
   for (const Collective& c : cs) {
     int64_t n = axisSize(l, c.axis);
     total += sent(c, n);
-    out += "  " + c.op + " over " + c.axis + ", " + c.dtype + ", " + sema::humanBytes(c.bytes);
+    out += "  " + c.op + (c.max ? " (max)" : "") + " over " + c.axis + ", " + c.dtype + ", " + sema::humanBytes(c.bytes);
     if (c.bucket >= 0) out += ", bucket " + std::to_string(c.bucket) + " (" + std::to_string(c.tensors.size()) + std::string(c.tensors.size() == 1 ? " tensor)" : " tensors)");
     out += "\n    starts after " + c.after + "\n";
     if (c.bucket >= 0) {
@@ -185,7 +190,7 @@ std::string planText(const ir::Graph& g, const layout::Layout& l, const prog::Pr
 }
 
 std::string planJson(const ir::Graph& g, const layout::Layout& l, const prog::Program& p, const sema::Spec& spec) {
-  std::vector<Collective> cs = collectives(g);
+  std::vector<Collective> cs = collectives(g, p);
   json::Writer w;
   w.beginObject();
   w.key("model").value(spec.model.name);
@@ -220,8 +225,8 @@ std::string planJson(const ir::Graph& g, const layout::Layout& l, const prog::Pr
   return w.str() + "\n";
 }
 
-std::string planDot(const ir::Graph& g, const layout::Layout& l, const sema::Spec& spec) {
-  std::vector<Collective> cs = collectives(g);
+std::string planDot(const ir::Graph& g, const layout::Layout& l, const prog::Program& p, const sema::Spec& spec) {
+  std::vector<Collective> cs = collectives(g, p);
   std::string out = "digraph plan {\n  rankdir=LR;\n  label=\"" + spec.model.name + " on mesh " + meshText(l) + "\";\n";
   out += "  subgraph cluster_mesh {\n    label=\"ranks\";\n";
   int64_t w = world(l);

@@ -38,6 +38,6 @@ std::string memoryText(const Memory& m);
 // `p` is rank 0's program of the laid-out graph `g`.
 std::string planText(const ir::Graph& g, const layout::Layout& l, const prog::Program& p, const sema::Spec& spec);
 std::string planJson(const ir::Graph& g, const layout::Layout& l, const prog::Program& p, const sema::Spec& spec);
-std::string planDot(const ir::Graph& g, const layout::Layout& l, const sema::Spec& spec);
+std::string planDot(const ir::Graph& g, const layout::Layout& l, const prog::Program& p, const sema::Spec& spec);
 
 }  // namespace dtl::plan

@@ -32,6 +32,7 @@ using prog::Storage;
 
 // The conversions that communicate (a local slice does not).
 bool isCollective(Op op) { return ir::isConversion(op) && op != Op::LocalSlice; }
+bool isMaxReduce(const Node& n) { return n.op == Op::AllReduce && !n.names.empty() && n.names[0] == "max"; }
 
 int64_t elements(const Node& n) { return n.shape.elements().value_or(0); }
 
@@ -75,6 +76,9 @@ class Planner {
       // put in place along the dim when the group is waited for.
       if (n.op == Op::AllGather && !n.names.empty() && p_[n.inputs[0]].shape.find(n.names[0]) > 0)
         grp.elements = elements(p_[n.id]);
+      // The largest over the ranks: every rank's values arrive (an
+      // all-gather) and are compared when the group is waited for.
+      if (isMaxReduce(n)) grp.elements = elements(p_[n.id]) * axisSize(n.name);
       group_of_[static_cast<size_t>(n.id)] = grp.id;
       p_.groups.push_back(std::move(grp));
     }
@@ -256,6 +260,12 @@ class Planner {
     return keep;
   }
 
+  int64_t axisSize(const std::string& axis) const {
+    for (const layout::MeshAxis& a : p_.mesh)
+      if (a.name == axis) return std::max<int64_t>(a.size, 1);
+    return 1;
+  }
+
   const ir::Graph& g_;
   prog::Program& p_;
   const size_t n_;
@@ -273,6 +283,27 @@ int64_t globalOffset(const Shape& global, const prog::Program& p, int id) {
   return layout::localOffset(global, global.dims[0].name, p.placement[static_cast<size_t>(id)], p.mesh, p.coords) * inner;
 }
 
+// The window of a table or of the classes an op holds on this rank: the
+// first row (class) in `offset`, the whole dim in `index` (left 0 when the
+// rank holds all of it).
+void windowOf(const ir::Graph& g, const prog::Program& p, ir::Node& n) {
+  int holder = -1;  // the value whose dim is windowed
+  std::string dim;
+  switch (n.op) {
+    case Op::Embed: holder = n.inputs[0], dim = g[holder].shape.dims.at(0).name; break;
+    case Op::EmbedGrad: holder = n.id, dim = n.shape.dims.at(0).name; break;
+    case Op::PickClass: holder = n.inputs[0], dim = n.names.at(0); break;
+    case Op::PickClassGrad: holder = n.id, dim = n.names.at(0); break;
+    default: return;
+  }
+  const Shape& global = g[holder].shape;
+  const Shape local = layout::localShape(global, p.placement[static_cast<size_t>(holder)], p.mesh);
+  const int k = global.find(dim);
+  if (k < 0 || local.dims[static_cast<size_t>(k)].size == global.dims[static_cast<size_t>(k)].size) return;
+  n.offset = layout::localOffset(global, dim, p.placement[static_cast<size_t>(holder)], p.mesh, p.coords);
+  n.index = global.dims[static_cast<size_t>(k)].size;
+}
+
 }  // namespace
 
 prog::Program planProgram(const ir::Graph& g, const layout::Layout& layout, const std::vector<int64_t>& coords) {
@@ -286,6 +317,7 @@ prog::Program planProgram(const ir::Graph& g, const layout::Layout& layout, cons
   for (ir::Node& n : p.nodes) n.shape = layout::localShape(n.shape, p.placement[static_cast<size_t>(n.id)], p.mesh);
   for (ir::Node& n : p.nodes) {
     if (n.op == ir::Op::Dropout || n.op == ir::Op::DropoutGrad) n.offset = globalOffset(g[n.id].shape, p, n.id);
+    windowOf(g, p, n);
     if (n.op != ir::Op::LocalSlice) continue;
     // Where this rank's slice starts within its input's local block.
     const int in = n.inputs[0];

@@ -11,6 +11,7 @@
 #include "runtime/exec/executor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace dtl::rt {
@@ -182,6 +183,11 @@ KernelStatus Executor::start(const prog::Schedule& s, int group, int after_node,
   out.dtype = n.dtype;
   out.elements = n.shape.elements().value_or(0);
   out.data = place(s, m);
+  if (n.op == ir::Op::AllReduce && g.elements > 0 && comm) {
+    // The largest: every rank's values, compared at wait() (largestOf).
+    work_[static_cast<size_t>(group)] = comm->allGather(in.f(), flat_[static_cast<size_t>(group)].data(), in.elements);
+    return {};
+  }
   if (n.op == ir::Op::AllReduce || !comm) {
     // Without a communicator (a one-rank axis) a collective is a copy.
     const int64_t n_in = std::min(in.elements, out.elements);
@@ -198,6 +204,23 @@ KernelStatus Executor::start(const prog::Schedule& s, int group, int after_node,
     return {};
   }
   return {false, std::string(ir::opName(n.op)) + " over `" + n.name + "` is not built yet"};
+}
+
+// A max all-reduce's result: element-wise the largest of the ranks' blocks
+// (NaN wins, as in a max over one rank's values).
+void Executor::largestOf(int group) {
+  const prog::Group& g = program_.groups[static_cast<size_t>(group)];
+  TensorView& out = views_[static_cast<size_t>(g.members[0])];
+  const float* from = flat_[static_cast<size_t>(group)].data();
+  const int64_t n = out.elements, ranks = n > 0 ? static_cast<int64_t>(flat_[static_cast<size_t>(group)].size()) / n : 0;
+  for (int64_t i = 0; i < n; ++i) {
+    float m = from[i];
+    for (int64_t r = 1; r < ranks; ++r) {
+      const float v = from[r * n + i];
+      if (v > m || std::isnan(v)) m = std::isnan(m) ? m : v;
+    }
+    out.f()[i] = m;
+  }
 }
 
 // The blocks of a non-leading all-gather, rank after rank in the group's
@@ -227,7 +250,13 @@ KernelStatus Executor::wait(int group) {
   comm::Status s = w->wait();
   const prog::Group& g = program_.groups[static_cast<size_t>(group)];
   if (s.ok) {
-    if (g.bucket < 0 && g.elements > 0) placeGathered(group);
+    if (g.bucket < 0 && g.elements > 0) {
+      if (program_[g.members[0]].op == ir::Op::AllReduce) {
+        largestOf(group);
+      } else {
+        placeGathered(group);
+      }
+    }
     return {};
   }
   const ir::Node& n = program_[g.members[0]];

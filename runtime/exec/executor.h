@@ -70,6 +70,7 @@ class Executor {
   KernelStatus start(const prog::Schedule& s, int group, int after_node, int64_t nodes_left);
   KernelStatus wait(int group);
   void placeGathered(int group);
+  void largestOf(int group);
 
   const prog::Program& program_;
   Backend& backend_;

@@ -111,8 +111,10 @@ ref::Tensor reshape(const ref::Tensor& x, const Node& n) {
 // The ops whose kernels can fail on user data (ids, labels) return a Status.
 ref::Status runFallible(const Node& n, const std::vector<ref::Tensor>& x, ref::Tensor* y) {
   switch (n.op) {
-    case Op::Embed: return ref::embed(x[0], x[1], y);
-    case Op::EmbedGrad: return ref::embedBackward(n.shape, x[0], x[1], y);
+    case Op::Embed: return ref::embed(x[0], x[1], y, n.offset, n.index);
+    case Op::EmbedGrad: return ref::embedBackward(n.shape, x[0], x[1], y, n.offset, n.index);
+    case Op::PickClass: return ref::pickClass(x[0], x[1], n.names.at(0), y, n.offset, n.index);
+    case Op::PickClassGrad: return ref::pickClassGrad(n.shape, x[0], n.names.at(0), y, n.offset, n.index);
     case Op::CrossEntropy: return ref::crossEntropy(x[0], x[1], n.names.at(0), y);
     case Op::CrossEntropyGrad: return ref::crossEntropyBackward(x[0], x[1], n.names.at(0), x[2], y);
     default: DTL_REF_FAIL("not a fallible op");
@@ -174,7 +176,7 @@ class ReferenceBackend final : public Backend {
     for (const TensorView* v : in) x.push_back(toRef(*v));
     ref::Tensor y;
     bool fallible = n.op == Op::Embed || n.op == Op::EmbedGrad || n.op == Op::CrossEntropy ||
-                    n.op == Op::CrossEntropyGrad;
+                    n.op == Op::CrossEntropyGrad || n.op == Op::PickClass || n.op == Op::PickClassGrad;
     if (fallible) {
       ref::Status st = runFallible(n, x, &y);
       if (!st.ok) return {false, st.message};

@@ -83,7 +83,7 @@ int planCommand(const std::vector<std::string>& args, std::string& out, std::str
     }
   }
   out += format == "json" ? plan::planJson(fe.graph(), fe.layout(), rank0, s)
-         : format == "dot" ? plan::planDot(fe.graph(), fe.layout(), s)
+         : format == "dot" ? plan::planDot(fe.graph(), fe.layout(), rank0, s)
                            : plan::planText(fe.graph(), fe.layout(), rank0, s);
   return 0;
 }

@@ -108,7 +108,7 @@ int64_t intRange(const ir::Graph& g, const std::string& input) {
   }
   for (const ir::Node& n : g.nodes) {
     if (n.inputs.size() < 2 || !ids.count(n.inputs[1])) continue;
-    if (n.op == ir::Op::CrossEntropy) {
+    if (n.op == ir::Op::CrossEntropy || n.op == ir::Op::PickClass) {
       const Shape& s = g.nodes[n.inputs[0]].shape;
       int k = s.find(n.names[0]);
       if (k >= 0) return s.dims[k].size;

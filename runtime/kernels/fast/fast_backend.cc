@@ -40,8 +40,10 @@ std::optional<std::string> runFallible(const Node& n, const std::vector<const Te
     }
     case Op::Attention: return fast::attention(x(0), x(1), x(2), n.flag, out, s);
     case Op::AttentionGrad: return fast::attentionGrad(x(0), x(1), x(2), x(3), n.flag, static_cast<int>(n.index), out, s);
-    case Op::Embed: return fast::embed(x(0), x(1), out);
-    case Op::EmbedGrad: return fast::embedGrad(x(0), x(1), out);
+    case Op::Embed: return fast::embed(x(0), x(1), out, n.offset, n.index);
+    case Op::EmbedGrad: return fast::embedGrad(x(0), x(1), out, n.offset, n.index);
+    case Op::PickClass: return fast::pickClass(x(0), x(1), n.names.at(0), out, n.offset, n.index, s);
+    case Op::PickClassGrad: return fast::pickClassGrad(x(0), n.names.at(0), out, n.offset, n.index, s);
     case Op::CrossEntropy: return fast::crossEntropy(x(0), x(1), n.names.at(0), out, s);
     case Op::CrossEntropyGrad: return fast::crossEntropyGrad(x(0), x(1), n.names.at(0), x(2), out, s);
     default: return std::nullopt;

@@ -50,8 +50,15 @@ std::string crossEntropy(const TensorView& logits, const TensorView& labels, con
                          Scratch& s);
 std::string crossEntropyGrad(const TensorView& logits, const TensorView& labels, const std::string& classes,
                              const TensorView& dloss, TensorView& dx, Scratch& s);
-std::string embed(const TensorView& table, const TensorView& ids, TensorView& y);
-std::string embedGrad(const TensorView& ids, const TensorView& dy, TensorView& dtable);
+// Windowed as the reference's (ref::embed): rows [first, first + held) of `whole` (0: all).
+std::string embed(const TensorView& table, const TensorView& ids, TensorView& y, int64_t first = 0, int64_t whole = 0);
+std::string embedGrad(const TensorView& ids, const TensorView& dy, TensorView& dtable, int64_t first = 0,
+                      int64_t whole = 0);
+// ref::pickClass, ref::pickClassGrad.
+std::string pickClass(const TensorView& logits, const TensorView& labels, const std::string& classes, TensorView& y,
+                      int64_t first, int64_t whole, Scratch& s);
+std::string pickClassGrad(const TensorView& labels, const std::string& classes, TensorView& y, int64_t first,
+                          int64_t whole, Scratch& s);
 
 // attention.cc: q [lead…, seq_q, heads, dim], k and v [lead…, seq_k, heads, dim].
 std::string attention(const TensorView& q, const TensorView& k, const TensorView& v, bool causal, TensorView& y,

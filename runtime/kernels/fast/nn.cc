@@ -64,13 +64,14 @@ DTL_FAST_CLONES void addRow(float* DTL_RESTRICT dst, const float* DTL_RESTRICT s
   DTL_SIMD for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 
-std::string checkIds(const TensorView& ids, const Dim& vocab) {
+std::string checkIds(const TensorView& ids, const Dim& vocab, int64_t whole) {
+  const int64_t rows = whole > 0 ? whole : vocab.size;
   for (int64_t k = 0; k < ids.elements; ++k) {
     int64_t id = ids.i()[k];
-    if (id < 0 || id >= vocab.size)
+    if (id < 0 || id >= rows)
       return "embed: id " + std::to_string(id) + " at " + ref::positionStr(ids.shape, k) +
-             " is out of range for a table of " + vocab.name + " " + std::to_string(vocab.size) +
-             "; ids must be in [0, " + std::to_string(vocab.size) + ")";
+             " is out of range for a table of " + vocab.name + " " + std::to_string(rows) +
+             "; ids must be in [0, " + std::to_string(rows) + ")";
   }
   return "";
 }
@@ -110,19 +111,64 @@ std::string crossEntropyGrad(const TensorView& logits, const TensorView& labels,
   return "";
 }
 
-std::string embed(const TensorView& table, const TensorView& ids, TensorView& y) {
-  if (std::string e = checkIds(ids, table.shape.dims.at(0)); !e.empty()) return e;
-  const int64_t vocab = table.shape.dims[0].size, row = vocab ? table.elements / vocab : 0;
-  for (int64_t k = 0; k < ids.elements; ++k)
-    std::memcpy(y.f() + k * row, table.f() + ids.i()[k] * row, static_cast<size_t>(row) * sizeof(float));
+std::string embed(const TensorView& table, const TensorView& ids, TensorView& y, int64_t first, int64_t whole) {
+  if (std::string e = checkIds(ids, table.shape.dims.at(0), whole); !e.empty()) return e;
+  const int64_t held = table.shape.dims[0].size, row = held ? table.elements / held : 0;
+  for (int64_t k = 0; k < ids.elements; ++k) {
+    const int64_t r = ids.i()[k] - first;  // another rank's row: zeros
+    if (r >= 0 && r < held) {
+      std::memcpy(y.f() + k * row, table.f() + r * row, static_cast<size_t>(row) * sizeof(float));
+    } else {
+      std::memset(y.f() + k * row, 0, static_cast<size_t>(row) * sizeof(float));
+    }
+  }
   return "";
 }
 
-std::string embedGrad(const TensorView& ids, const TensorView& dy, TensorView& dtable) {
-  if (std::string e = checkIds(ids, dtable.shape.dims.at(0)); !e.empty()) return e;
-  const int64_t vocab = dtable.shape.dims[0].size, row = vocab ? dtable.elements / vocab : 0;
+std::string embedGrad(const TensorView& ids, const TensorView& dy, TensorView& dtable, int64_t first, int64_t whole) {
+  if (std::string e = checkIds(ids, dtable.shape.dims.at(0), whole); !e.empty()) return e;
+  const int64_t held = dtable.shape.dims[0].size, row = held ? dtable.elements / held : 0;
   std::memset(dtable.f(), 0, static_cast<size_t>(dtable.elements) * sizeof(float));
-  for (int64_t k = 0; k < ids.elements; ++k) addRow(dtable.f() + ids.i()[k] * row, dy.f() + k * row, row);
+  for (int64_t k = 0; k < ids.elements; ++k) {
+    const int64_t r = ids.i()[k] - first;
+    if (r >= 0 && r < held) addRow(dtable.f() + r * row, dy.f() + k * row, row);
+  }
+  return "";
+}
+
+std::string pickClass(const TensorView& logits, const TensorView& labels, const std::string& classes, TensorView& y,
+                      int64_t first, int64_t whole, Scratch& s) {
+  Dim c = logits.shape.dims.at(static_cast<size_t>(logits.shape.find(classes)));
+  if (whole > 0) c.size = whole;
+  if (std::string e = checkLabels(labels, c); !e.empty()) return e;
+  RowLayout l = rowLayout(logits.shape, {classes});
+  const float* x = inRows(logits, l, s.a);
+  const int32_t* lab = rowLabels(labels, l, s.ids);
+  std::vector<float> picked(static_cast<size_t>(l.rows));
+  for (int64_t r = 0; r < l.rows; ++r) {
+    const int64_t k = lab[r] - first;
+    picked[static_cast<size_t>(r)] = k >= 0 && k < l.n ? x[r * l.n + k] : 0.0f;
+  }
+  Shape rest = l.rows_shape;  // the rows in the row layout's order, then to y's
+  rest.dims.pop_back();
+  alignCopy(picked.data(), rest, y.f(), y.shape);
+  return "";
+}
+
+std::string pickClassGrad(const TensorView& labels, const std::string& classes, TensorView& y, int64_t first,
+                          int64_t whole, Scratch& s) {
+  Dim c = y.shape.dims.at(static_cast<size_t>(y.shape.find(classes)));
+  if (whole > 0) c.size = whole;
+  if (std::string e = checkLabels(labels, c); !e.empty()) return e;
+  RowLayout l = rowLayout(y.shape, {classes});
+  const int32_t* lab = rowLabels(labels, l, s.ids);
+  float* out = outRows(y, l, s.b);
+  std::memset(out, 0, static_cast<size_t>(l.rows * l.n) * sizeof(float));
+  for (int64_t r = 0; r < l.rows; ++r) {
+    const int64_t k = lab[r] - first;
+    if (k >= 0 && k < l.n) out[r * l.n + k] = 1.0f;
+  }
+  finishRows(y, l, out);
   return "";
 }
 

@@ -69,4 +69,52 @@ Status crossEntropyBackward(const Tensor& logits, const Tensor& labels, const st
   return Status{};
 }
 
+namespace {
+
+// The labels of every logit position's row, and that position's class.
+Status classWindow(const Shape& shape, const Tensor& labels, const std::string& classes, int64_t whole,
+                   std::vector<int64_t>* label_at, std::vector<int64_t>* class_at) {
+  const int c = shape.find(classes);
+  DTL_REF_CHECK(c >= 0, "pick_class over `" + classes + "`, not a dim of " + shape.str());
+  Dim all = shape.dims[static_cast<size_t>(c)];
+  if (whole > 0) all.size = whole;
+  if (Status st = checkLabels(labels, all); !st.ok) return st;
+  Shape rest = shape;
+  rest.dims.erase(rest.dims.begin() + c);
+  DTL_REF_CHECK(labels.shape.rank() == rest.rank(), "labels " + labels.shape.str() + " for logits " + shape.str());
+  const std::vector<int64_t> at = offsetsIn(labels.shape, shape);
+  const int64_t stride = stridesOf(shape)[static_cast<size_t>(c)], size = shape.dims[static_cast<size_t>(c)].size;
+  label_at->resize(at.size());
+  class_at->resize(at.size());
+  for (size_t k = 0; k < at.size(); ++k) {
+    (*label_at)[k] = labels.i[static_cast<size_t>(at[k])];
+    (*class_at)[k] = static_cast<int64_t>(k) / stride % size;
+  }
+  return Status{};
+}
+
+}  // namespace
+
+Status pickClass(const Tensor& logits, const Tensor& labels, const std::string& classes, Tensor* out, int64_t first,
+                 int64_t whole) {
+  std::vector<int64_t> label_at, class_at;
+  if (Status st = classWindow(logits.shape, labels, classes, whole, &label_at, &class_at); !st.ok) return st;
+  Shape rest = logits.shape;
+  rest.dims.erase(rest.dims.begin() + logits.shape.find(classes));
+  *out = Tensor::zeros(rest, logits.dtype);
+  const std::vector<int64_t> row = offsetsIn(rest, logits.shape);
+  for (size_t k = 0; k < label_at.size(); ++k)
+    if (class_at[k] + first == label_at[k]) out->f[static_cast<size_t>(row[k])] = logits.f[k];
+  return Status{};
+}
+
+Status pickClassGrad(const Shape& shape, const Tensor& labels, const std::string& classes, Tensor* out, int64_t first,
+                     int64_t whole) {
+  std::vector<int64_t> label_at, class_at;
+  if (Status st = classWindow(shape, labels, classes, whole, &label_at, &class_at); !st.ok) return st;
+  *out = Tensor::zeros(shape, DType::F32);
+  for (size_t k = 0; k < label_at.size(); ++k) out->f[k] = class_at[k] + first == label_at[k] ? 1.0 : 0.0;
+  return Status{};
+}
+
 }  // namespace dtl::rt::ref

@@ -17,4 +17,15 @@ Status crossEntropy(const Tensor& logits, const Tensor& labels, const std::strin
 Status crossEntropyBackward(const Tensor& logits, const Tensor& labels, const std::string& classes,
                             const Tensor& dloss, Tensor* dlogits);
 
+// The pieces of a cross-entropy whose classes are split over ranks. Logits
+// hold classes [first, first + held) of `whole` (0: all of them); labels
+// index all classes and must be in [0, whole).
+// pick_class: per row (the logits without `classes`), logits[…, label], or
+// 0 where another rank holds the label's class.
+Status pickClass(const Tensor& logits, const Tensor& labels, const std::string& classes, Tensor* out,
+                 int64_t first = 0, int64_t whole = 0);
+// pick_class_grad: the one-hot of the labels in `shape` (the logits' shape).
+Status pickClassGrad(const Shape& shape, const Tensor& labels, const std::string& classes, Tensor* out,
+                     int64_t first = 0, int64_t whole = 0);
+
 }  // namespace dtl::rt::ref
