@@ -108,6 +108,11 @@ struct Node {
   // element and every layout drops what one process drops; for Embed,
   // EmbedGrad, PickClass and PickClassGrad, the first row or class it holds.
   int64_t offset = 0;
+  // In a rank's program, for a dropout of a block split along a dim that is
+  // not the leading one: per dim, where the block starts in the global
+  // tensor and the global size (start0, size0, start1, size1, …); empty
+  // when `offset` says it.
+  std::vector<int64_t> block;
   std::string name;                // Input name / Param path / value name for printing
   std::string where;               // "spec.dtl:12:9": the source that caused the node
 };

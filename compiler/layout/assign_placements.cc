@@ -370,11 +370,6 @@ class Pass {
           if (partial[k]) partial_dim_[{static_cast<int>(out_.nodes.size()), a}] = partialOrigin(n.inputs[k], a);
       }
     }
-    if ((n.op == Op::Dropout || n.op == Op::DropoutGrad) && !n.shape.dims.empty())
-      for (size_t a = 0; a < mesh_.size(); ++a)
-        if (out[a].kind == Placement::Shard && out[a].dim != n.shape.dims[0].name)
-          errors_.push_back("`dropout` (" + old.where + ") of a tensor sharded over `" + mesh_[a].name + "` along `" +
-                            out[a].dim + "`, not its first dim: masks by global element are built for a sharded first dim only");
     int id = add(n, out);
     // 3. A mean over a split dim: scale the local mean by local / global size.
     double scale = meanScale(old, n);

@@ -283,6 +283,25 @@ int64_t globalOffset(const Shape& global, const prog::Program& p, int id) {
   return layout::localOffset(global, global.dims[0].name, p.placement[static_cast<size_t>(id)], p.mesh, p.coords) * inner;
 }
 
+// Where a dropout's block lies in the global tensor: the flat offset when
+// only its leading dim is split (its block is one run), else every dim's
+// start and size (its rows are runs).
+void dropoutBlock(const ir::Graph& g, const prog::Program& p, ir::Node& n) {
+  const Shape& global = g[n.id].shape;
+  const Shape& local = n.shape;
+  bool inner_split = false;
+  for (size_t d = 1; d < global.dims.size(); ++d) inner_split |= local.dims[d].size != global.dims[d].size;
+  if (!inner_split) {
+    n.offset = globalOffset(global, p, n.id);
+    return;
+  }
+  n.block.clear();
+  for (const Dim& d : global.dims) {
+    n.block.push_back(layout::localOffset(global, d.name, p.placement[static_cast<size_t>(n.id)], p.mesh, p.coords));
+    n.block.push_back(d.size);
+  }
+}
+
 // The window of a table or of the classes an op holds on this rank: the
 // first row (class) in `offset`, the whole dim in `index` (left 0 when the
 // rank holds all of it).
@@ -316,7 +335,7 @@ prog::Program planProgram(const ir::Graph& g, const layout::Layout& layout, cons
   p.placement.resize(g.nodes.size(), std::vector<layout::Placement>(p.mesh.size()));
   for (ir::Node& n : p.nodes) n.shape = layout::localShape(n.shape, p.placement[static_cast<size_t>(n.id)], p.mesh);
   for (ir::Node& n : p.nodes) {
-    if (n.op == ir::Op::Dropout || n.op == ir::Op::DropoutGrad) n.offset = globalOffset(g[n.id].shape, p, n.id);
+    if (n.op == ir::Op::Dropout || n.op == ir::Op::DropoutGrad) dropoutBlock(g, p, n);
     windowOf(g, p, n);
     if (n.op != ir::Op::LocalSlice) continue;
     // Where this rank's slice starts within its input's local block.

@@ -151,8 +151,10 @@ ref::Tensor runPlain(const Node& n, const std::vector<ref::Tensor>& x, const Run
       return n.index == 0 ? g.dq : n.index == 1 ? g.dk : g.dv;
     }
     case Op::Dropout:
+      if (!n.block.empty()) return ref::dropoutBlock(x[0], n.scalar, dropoutSeed(ctx.seed, n.index), ctx.training, n.block);
       return ref::dropout(x[0], n.scalar, dropoutSeed(ctx.seed, n.index), ctx.training, static_cast<uint64_t>(n.offset));
     case Op::DropoutGrad:
+      if (!n.block.empty()) return ref::dropoutBlock(x[0], n.scalar, dropoutSeed(ctx.seed, n.index), ctx.training, n.block);
       return ref::dropoutBackward(x[0], n.scalar, dropoutSeed(ctx.seed, n.index), ctx.training,
                                   static_cast<uint64_t>(n.offset));
     case Op::Argmax: return ref::argmax(x[0], n.names.at(0), n.dtype == DType::I64 ? DType::I64 : DType::I32);

@@ -228,6 +228,25 @@ TEST(TensorParallel, VocabularyWithLargeLogits) {
                           gptSpec("mesh tp = 4; split vocab over tp", 8, 1, false, "16", "large"), 4, 16);
 }
 TEST(TensorParallel, SequenceOverTwoRanks) { expectGpt("mesh tp = 2; split seq over tp", 2); }
+// Dropout on the residual branches (replicated over tp) and on the MLP's
+// hidden activations (split by `hidden`, the last dim; or by `seq`): every
+// rank draws the mask bits of its block's global elements, the ones one
+// process draws.
+std::string dropoutGpt(const std::string& parallel) {
+  std::string spec = gptSpec(parallel, 8, 1);
+  const std::string block =
+      "layer DropBlock(d: dim, heads: dim, hidden: dim) {\n  ln1 = LayerNorm(d)\n  attn = Attention(d, heads)\n"
+      "  ln2 = LayerNorm(d)\n  up = Linear(d, hidden)\n  down = Linear(hidden, d)\n  forward(x) {\n"
+      "    let h = x + dropout(attn(ln1(x)), p = 0.2)\n    return h + down(dropout(gelu(up(ln2(h))), p = 0.3))\n  }\n}\n";
+  spec.replace(spec.find("TransformerBlock(d, heads, hidden)"), 34, "DropBlock(d, heads, hidden)");
+  return block + spec;
+}
+
+TEST(TensorParallel, DropoutDropsWhatOneProcessDrops) {
+  expectOneProcessResults(dropoutGpt(""), dropoutGpt("mesh tp = 2; split heads over tp; split hidden over tp"), 2, 16);
+  expectOneProcessResults(dropoutGpt(""), dropoutGpt("mesh tp = 2; split seq over tp"), 2, 16);
+}
+
 TEST(TensorParallel, LlamaBlockHeadsAndHidden) {
   expectGpt("mesh tp = 2; split heads over tp; split hidden over tp", 2, 1, true);
 }

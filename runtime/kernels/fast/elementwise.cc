@@ -259,4 +259,17 @@ void dropout(const TensorView& x, double p, uint64_t seed, uint64_t first, bool 
   dropoutLoop(y.f(), x.f(), ref::splitmix64(seed) + first, p, static_cast<float>(1.0 / (1.0 - p)), x.elements);
 }
 
+void dropoutBlock(const TensorView& x, double p, uint64_t seed, const std::vector<int64_t>& block, bool training,
+                  TensorView& y) {
+  if (!training) {
+    std::memcpy(y.f(), x.f(), static_cast<size_t>(x.elements) * sizeof(float));
+    return;
+  }
+  const uint64_t base = ref::splitmix64(seed);
+  const float scale = static_cast<float>(1.0 / (1.0 - p));
+  ref::forEachGlobalRun(x.shape, block, [&](int64_t local, int64_t global, int64_t n) {
+    dropoutLoop(y.f() + local, x.f() + local, base + static_cast<uint64_t>(global), p, scale, n);
+  });
+}
+
 }  // namespace dtl::rt::fast

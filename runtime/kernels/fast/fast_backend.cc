@@ -102,6 +102,10 @@ bool runPlain(const Node& n, const std::vector<const TensorView*>& in, TensorVie
       return true;
     case Op::Dropout:
     case Op::DropoutGrad:
+      if (!n.block.empty()) {
+        fast::dropoutBlock(x(0), n.scalar, dropoutSeed(ctx.seed, n.index), n.block, ctx.training, out);
+        return true;
+      }
       fast::dropout(x(0), n.scalar, dropoutSeed(ctx.seed, n.index), static_cast<uint64_t>(n.offset), ctx.training, out);
       return true;
     default: return false;

@@ -29,6 +29,9 @@ void cast(const TensorView& x, TensorView& y);
 void arange(TensorView& y);
 // Element k's mask bit is global element first + k's (a rank's block of a sharded tensor).
 void dropout(const TensorView& x, double p, uint64_t seed, uint64_t first, bool training, TensorView& y);
+// A block of a larger tensor (ref::forEachGlobalRun): masks by global element.
+void dropoutBlock(const TensorView& x, double p, uint64_t seed, const std::vector<int64_t>& block, bool training,
+                  TensorView& y);
 
 // reduce.cc: over `names` (empty = all); the output keeps x's other dims.
 void reduceSum(const TensorView& x, TensorView& y);

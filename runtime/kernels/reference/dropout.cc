@@ -30,4 +30,16 @@ Tensor dropoutBackward(const Tensor& dy, double p, uint64_t seed, bool training,
   return dropout(dy, p, seed, training, first);
 }
 
+Tensor dropoutBlock(const Tensor& x, double p, uint64_t seed, bool training, const std::vector<int64_t>& block) {
+  DTL_REF_CHECK(x.floating() && p >= 0 && p < 1, "dropout with p = " + std::to_string(p));
+  if (!training) return x;
+  Tensor y = x;
+  const double scale = 1.0 / (1.0 - p);
+  forEachGlobalRun(x.shape, block, [&](int64_t local, int64_t global, int64_t n) {
+    for (int64_t k = 0; k < n; ++k)
+      y.f[static_cast<size_t>(local + k)] *= dropoutKeep(seed, static_cast<uint64_t>(global + k), p) ? scale : 0.0;
+  });
+  return y;
+}
+
 }  // namespace dtl::rt::ref

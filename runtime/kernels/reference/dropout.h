@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "runtime/kernels/reference/tensor.h"
 
@@ -24,5 +25,31 @@ bool dropoutKeep(uint64_t seed, uint64_t index, double p);
 Tensor dropout(const Tensor& x, double p, uint64_t seed, bool training, uint64_t first = 0);
 // The same mask and scale applied to dy.
 Tensor dropoutBackward(const Tensor& dy, double p, uint64_t seed, bool training, uint64_t first = 0);
+
+// A block of a larger tensor: `block` = (start, global size) per dim of
+// `local`. Calls run(local index, global index, n) for each run of
+// elements contiguous in both (a row of the last dim), so a mask drawn by
+// global index is the one one process draws.
+template <typename Run>
+void forEachGlobalRun(const Shape& local, const std::vector<int64_t>& block, Run run) {
+  const size_t rank = local.dims.size();
+  if (rank == 0 || block.size() != 2 * rank) return;
+  const int64_t row = local.dims[rank - 1].size;
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < rank; ++d) rows *= local.dims[d].size;
+  std::vector<int64_t> at(rank, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t global = 0;
+    for (size_t d = 0; d < rank; ++d) global = global * block[2 * d + 1] + block[2 * d] + at[d];
+    run(r * row, global, row);
+    for (size_t d = rank - 1; d-- > 0;) {
+      if (++at[d] < local.dims[d].size) break;
+      at[d] = 0;
+    }
+  }
+}
+
+// dropout / its backward of such a block.
+Tensor dropoutBlock(const Tensor& x, double p, uint64_t seed, bool training, const std::vector<int64_t>& block);
 
 }  // namespace dtl::rt::ref
