@@ -1,5 +1,7 @@
 #include "core/placement.h"
 
+#include <utility>
+
 namespace dtl::layout {
 
 std::string Placement::str() const {
@@ -22,27 +24,46 @@ std::vector<int64_t> meshCoords(const std::vector<MeshAxis>& mesh, int64_t globa
   return coords;
 }
 
-Shape localShape(const Shape& global, const std::vector<Placement>& placement, const std::vector<MeshAxis>& mesh) {
-  Shape local = global;
+namespace {
+
+// The piece of dim `k` at `coords` (coordinate 0 where coords are missing):
+// its start and size.
+std::pair<int64_t, int64_t> piece(const Shape& global, int k, const std::vector<Placement>& placement,
+                                  const std::vector<MeshAxis>& mesh, const std::vector<int64_t>& coords) {
+  int64_t size = global.dims[static_cast<size_t>(k)].size, start = 0;
+  const std::string& dim = global.dims[static_cast<size_t>(k)].name;
   for (size_t a = 0; a < placement.size() && a < mesh.size(); ++a) {
-    if (placement[a].kind != Placement::Shard || mesh[a].size <= 1) continue;
-    const int k = local.find(placement[a].dim);
-    if (k >= 0) local.dims[static_cast<size_t>(k)].size /= mesh[a].size;
+    if (placement[a].kind != Placement::Shard || placement[a].dim != dim || mesh[a].size <= 1) continue;
+    const int64_t r = a < coords.size() ? coords[a] : 0;
+    start += pieceStart(size, mesh[a].size, r);
+    size = pieceSize(size, mesh[a].size, r);
   }
+  return {start, size};
+}
+
+}  // namespace
+
+Shape localShape(const Shape& global, const std::vector<Placement>& placement, const std::vector<MeshAxis>& mesh,
+                 const std::vector<int64_t>& coords) {
+  Shape local = global;
+  for (size_t k = 0; k < local.dims.size(); ++k)
+    local.dims[k].size = piece(global, static_cast<int>(k), placement, mesh, coords).second;
   return local;
 }
 
 int64_t localOffset(const Shape& global, const std::string& dim, const std::vector<Placement>& placement,
                     const std::vector<MeshAxis>& mesh, const std::vector<int64_t>& coords) {
   const int k = global.find(dim);
-  if (k < 0) return 0;
-  int64_t block = global.dims[static_cast<size_t>(k)].size, offset = 0;
+  return k < 0 ? 0 : piece(global, k, placement, mesh, coords).first;
+}
+
+bool evenSplit(const Shape& global, const std::vector<Placement>& placement, const std::vector<MeshAxis>& mesh) {
   for (size_t a = 0; a < placement.size() && a < mesh.size(); ++a) {
-    if (placement[a].kind != Placement::Shard || placement[a].dim != dim || mesh[a].size <= 1) continue;
-    block /= mesh[a].size;
-    offset += coords[a] * block;
+    if (placement[a].kind != Placement::Shard || mesh[a].size <= 1) continue;
+    const int k = global.find(placement[a].dim);
+    if (k >= 0 && global.dims[static_cast<size_t>(k)].size % mesh[a].size != 0) return false;
   }
-  return offset;
+  return true;
 }
 
 }  // namespace dtl::layout

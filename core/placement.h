@@ -38,14 +38,24 @@ struct Layout {
 // (the first axis varies slowest over global ranks).
 std::vector<int64_t> meshCoords(const std::vector<MeshAxis>& mesh, int64_t global_rank);
 
-// The part of `global` one rank holds: a dim sharded over an axis of size n
-// is divided by n (sharded over several axes, by each). Splits are even: the
-// checks refuse a dim that an axis does not divide before anything runs.
-Shape localShape(const Shape& global, const std::vector<Placement>& placement, const std::vector<MeshAxis>& mesh);
+// A dim of D split over n ranks: rank r holds D / n elements, one more when
+// r < D mod n (uneven splits: GPT-2's vocabulary of 50257 over tp = 2 is
+// 25129 + 25128), starting at pieceStart.
+inline int64_t pieceSize(int64_t d, int64_t n, int64_t r) { return d / n + (r < d % n ? 1 : 0); }
+inline int64_t pieceStart(int64_t d, int64_t n, int64_t r) { return r * (d / n) + (r < d % n ? r : d % n); }
+
+// The part of `global` the rank at `coords` holds: a dim sharded over an
+// axis is split into pieces (sharded over several axes, by each in mesh
+// order). Without coords: coordinate 0's, the largest.
+Shape localShape(const Shape& global, const std::vector<Placement>& placement, const std::vector<MeshAxis>& mesh,
+                 const std::vector<int64_t>& coords = {});
 
 // Where the rank's slice of `dim` starts in the global dim (0 when `dim` is
 // not sharded): coordinate-major over the axes sharding it, in mesh order.
 int64_t localOffset(const Shape& global, const std::string& dim, const std::vector<Placement>& placement,
                     const std::vector<MeshAxis>& mesh, const std::vector<int64_t>& coords);
+
+// Whether every dim of `global` that `placement` shards divides evenly.
+bool evenSplit(const Shape& global, const std::vector<Placement>& placement, const std::vector<MeshAxis>& mesh);
 
 }  // namespace dtl::layout

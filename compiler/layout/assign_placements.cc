@@ -404,7 +404,7 @@ class Pass {
   // kernel averages its local slice, so a mean over a dim its operand is
   // sharded on is scaled down by that axis' size (the partial means then
   // sum to the global one).
-  double meanScale(const Node& old, const Node& n) const {
+  double meanScale(const Node& old, const Node& n) {
     std::vector<std::string> dims;
     if (old.op == Op::Reduce && old.fn == "mean") dims = old.names;
     if (old.op == Op::CrossEntropy || old.op == Op::CrossEntropyGrad) {
@@ -414,10 +414,19 @@ class Pass {
     }
     if (dims.empty() || n.inputs.empty()) return 1;
     double scale = 1;
-    const Pl& in = place_[static_cast<size_t>(n.inputs[0])];
-    for (size_t a = 0; a < mesh_.size(); ++a)
-      if (in[a].kind == Placement::Shard && std::find(dims.begin(), dims.end(), in[a].dim) != dims.end())
-        scale /= static_cast<double>(mesh_[a].size);
+    const Pl in = place_[static_cast<size_t>(n.inputs[0])];
+    const Shape& shape = out_.nodes[static_cast<size_t>(n.inputs[0])].shape;
+    for (size_t a = 0; a < mesh_.size(); ++a) {
+      if (in[a].kind != Placement::Shard || std::find(dims.begin(), dims.end(), in[a].dim) == dims.end()) continue;
+      scale /= static_cast<double>(mesh_[a].size);
+      const int k = shape.find(in[a].dim);
+      if (k >= 0 && shape.dims[static_cast<size_t>(k)].size % mesh_[a].size != 0 && uneven_means_.insert({in[a].dim, a}).second)
+        errors_.push_back(old.where + ": error: a mean over `" + in[a].dim + "` (" +
+                          std::to_string(shape.dims[static_cast<size_t>(k)].size) + "), split unevenly over `" +
+                          mesh_[a].name + "` (" + std::to_string(mesh_[a].size) +
+                          "), is not built: each rank's share of it would differ\n"
+                          "hint: make `" + in[a].dim + "` divide by `" + mesh_[a].name + "`, or split another dim");
+    }
     return scale;
   }
 
@@ -431,6 +440,7 @@ class Pass {
   std::map<std::pair<int, size_t>, std::string> partial_dim_;
   std::map<std::tuple<int, size_t, std::string>, int> sliced_;
   std::map<std::pair<int, size_t>, int> converted_;
+  std::set<std::pair<std::string, size_t>> uneven_means_;  // reported once, at the first mean
   std::vector<int> stack_update_;  // per input node: the update its gather leads to, or -1
   std::vector<std::string> errors_;
 };
@@ -485,7 +495,11 @@ std::vector<std::string> assignPlacements(ir::Graph& graph, const std::vector<Me
     best_bytes = bytes;
   }
   graph = std::move(best);
-  return errors;
+  // One message per cause (a loss and its gradient meet the same rule).
+  std::vector<std::string> once;
+  for (std::string& e : errors)
+    if (std::find(once.begin(), once.end(), e) == once.end()) once.push_back(std::move(e));
+  return once;
 }
 
 }  // namespace dtl::layout

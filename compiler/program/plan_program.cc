@@ -74,8 +74,12 @@ class Planner {
       // Gathering a dim that is not the leading one: the ranks' blocks
       // arrive one after another in a buffer of the group's own, and are
       // put in place along the dim when the group is waited for.
-      if (n.op == Op::AllGather && !n.names.empty() && p_[n.inputs[0]].shape.find(n.names[0]) > 0)
-        grp.elements = elements(p_[n.id]);
+      if (n.op == Op::AllGather && !n.names.empty()) {
+        const int k = p_[n.id].shape.find(n.names[0]);
+        const int64_t ranks = axisSize(n.name), whole = k >= 0 ? p_[n.id].shape.dims[static_cast<size_t>(k)].size : 0;
+        // Uneven pieces travel padded to the largest.
+        if (k > 0 || whole % ranks != 0) grp.elements = elements(p_[n.id]) / std::max<int64_t>(whole, 1) * ((whole + ranks - 1) / ranks) * ranks;
+      }
       // The largest over the ranks: every rank's values arrive (an
       // all-gather) and are compared when the group is waited for.
       if (isMaxReduce(n)) grp.elements = elements(p_[n.id]) * axisSize(n.name);
@@ -316,7 +320,7 @@ void windowOf(const ir::Graph& g, const prog::Program& p, ir::Node& n) {
     default: return;
   }
   const Shape& global = g[holder].shape;
-  const Shape local = layout::localShape(global, p.placement[static_cast<size_t>(holder)], p.mesh);
+  const Shape local = layout::localShape(global, p.placement[static_cast<size_t>(holder)], p.mesh, p.coords);
   const int k = global.find(dim);
   if (k < 0 || local.dims[static_cast<size_t>(k)].size == global.dims[static_cast<size_t>(k)].size) return;
   n.offset = layout::localOffset(global, dim, p.placement[static_cast<size_t>(holder)], p.mesh, p.coords);
@@ -333,7 +337,7 @@ prog::Program planProgram(const ir::Graph& g, const layout::Layout& layout, cons
   p.nodes = g.nodes;
   p.placement = layout.of;
   p.placement.resize(g.nodes.size(), std::vector<layout::Placement>(p.mesh.size()));
-  for (ir::Node& n : p.nodes) n.shape = layout::localShape(n.shape, p.placement[static_cast<size_t>(n.id)], p.mesh);
+  for (ir::Node& n : p.nodes) n.shape = layout::localShape(n.shape, p.placement[static_cast<size_t>(n.id)], p.mesh, p.coords);
   for (ir::Node& n : p.nodes) {
     if (n.op == ir::Op::Dropout || n.op == ir::Op::DropoutGrad) dropoutBlock(g, p, n);
     windowOf(g, p, n);

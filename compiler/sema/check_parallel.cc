@@ -129,10 +129,12 @@ void splits(const syntax::ParallelDecl& p, const Model& model, ParallelSpec& out
     }
     by_dim[d] = &r;
     auto size = model.all_dims.find(d);
-    if (d != "batch" && size != model.all_dims.end() && axis->size > 0 && size->second % axis->size != 0)
-      diags.error(r.dim.loc, "`" + d + "` (" + std::to_string(size->second) + ") does not divide by `" + axis->name +
-                                 "` (" + std::to_string(axis->size) + ")",
-                  "each of the " + std::to_string(axis->size) + " ranks holds an equal slice; choose sizes that divide");
+    // Uneven splits are built (the first D mod n ranks hold one more: GPT-2's
+    // vocab of 50257 over tp = 2); every rank must hold some of the dim.
+    if (d != "batch" && size != model.all_dims.end() && axis->size > 0 && size->second < axis->size)
+      diags.error(r.dim.loc, "`" + d + "` (" + std::to_string(size->second) + ") is smaller than `" + axis->name +
+                                 "` (" + std::to_string(axis->size) + "): some ranks would hold none of it",
+                  "split a larger dim over `" + axis->name + "`, or use fewer ranks on it");
     out.splits.push_back(SplitSpec{d, r.axis.name, r.loc, r.axis.loc});
   }
   // No tensor may have two dims split over one axis.

@@ -197,10 +197,22 @@ KernelStatus Executor::start(const prog::Schedule& s, int group, int after_node,
     return {};
   }
   if (n.op == ir::Op::AllGather && !n.names.empty() && in.shape.find(n.names[0]) >= 0) {
-    // Gathering the leading dim is a concatenation of the ranks' blocks;
-    // another dim's blocks arrive in the group's buffer (placed at wait()).
-    float* to = g.elements > 0 ? flat_[static_cast<size_t>(group)].data() : out.f();
-    work_[static_cast<size_t>(group)] = comm->allGather(in.f(), to, in.elements);
+    // Gathering the leading dim evenly is a concatenation of the ranks'
+    // blocks; another dim's blocks, or uneven ones (padded to the largest),
+    // arrive in the group's buffer and are put in place at wait().
+    if (g.elements == 0) {
+      work_[static_cast<size_t>(group)] = comm->allGather(in.f(), out.f(), in.elements);
+      return {};
+    }
+    const int64_t block = static_cast<int64_t>(flat_[static_cast<size_t>(group)].size()) / comm->size();
+    const float* send = in.f();
+    if (block != in.elements) {  // a smaller piece: padded along the gathered dim
+      std::vector<float>& pad = padded_[group];
+      pad.assign(static_cast<size_t>(block), 0.0f);
+      copyPiece(in.f(), in.shape, in.shape.find(n.names[0]), pad.data(), block, 0);
+      send = pad.data();
+    }
+    work_[static_cast<size_t>(group)] = comm->allGather(send, flat_[static_cast<size_t>(group)].data(), block);
     return {};
   }
   return {false, std::string(ir::opName(n.op)) + " over `" + n.name + "` is not built yet"};
@@ -223,25 +235,43 @@ void Executor::largestOf(int group) {
   }
 }
 
-// The blocks of a non-leading all-gather, rank after rank in the group's
-// buffer, put in place along the gathered dim: block r is [outer, L, inner]
-// and goes to [outer, r·L + (0..L), inner] of the result.
+// Copies a piece [outer, L, inner] (L = the piece's size of dim k) into a
+// block of `to` whose dim k is `block_elements / (outer · inner)` long,
+// starting at row `at` of that dim.
+void Executor::copyPiece(const float* from, const Shape& piece, int k, float* to, int64_t block_elements, int64_t at) {
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < k; ++d) outer *= piece.dims[static_cast<size_t>(d)].size;
+  for (size_t d = static_cast<size_t>(k) + 1; d < piece.dims.size(); ++d) inner *= piece.dims[d].size;
+  const int64_t part = piece.dims[static_cast<size_t>(k)].size;
+  const int64_t span = outer * inner > 0 ? block_elements / (outer * inner) : 0;
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(to + (o * span + at) * inner, from + o * part * inner, static_cast<size_t>(part * inner) * 4);
+}
+
+// The blocks of a buffered all-gather, rank after rank in the group's
+// buffer (each padded to the largest piece), put in place along the
+// gathered dim: rank r's piece of L_r rows goes to its start in the result.
 void Executor::placeGathered(int group) {
   const prog::Group& g = program_.groups[static_cast<size_t>(group)];
   const ir::Node& n = program_[g.members[0]];
-  const Shape& local = program_[n.inputs[0]].shape;
-  const int k = local.find(n.names[0]);
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < k; ++d) outer *= local.dims[static_cast<size_t>(d)].size;
-  for (size_t d = static_cast<size_t>(k) + 1; d < local.dims.size(); ++d) inner *= local.dims[d].size;
-  const int64_t part = local.dims[static_cast<size_t>(k)].size, whole = n.shape.dims[static_cast<size_t>(k)].size;
-  const int64_t ranks = part > 0 ? whole / part : 0, block = outer * part * inner;
-  const float* from = flat_[static_cast<size_t>(group)].data();
-  float* to = views_[static_cast<size_t>(g.members[0])].f();
-  for (int64_t r = 0; r < ranks; ++r)
+  TensorView& out = views_[static_cast<size_t>(g.members[0])];
+  const int k = n.shape.find(n.names[0]);
+  const int64_t whole = n.shape.dims[static_cast<size_t>(k)].size;
+  const std::vector<float>& flat = flat_[static_cast<size_t>(group)];
+  int64_t ranks = 1;
+  for (const layout::MeshAxis& a : program_.mesh)
+    if (a.name == n.name) ranks = std::max<int64_t>(a.size, 1);
+  const int64_t block = static_cast<int64_t>(flat.size()) / ranks, largest = layout::pieceSize(whole, ranks, 0);
+  for (int64_t r = 0; r < ranks; ++r) {
+    // Row by row of the padded block: its first L_r rows of dim k are rank r's.
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < k; ++d) outer *= n.shape.dims[static_cast<size_t>(d)].size;
+    for (size_t d = static_cast<size_t>(k) + 1; d < n.shape.dims.size(); ++d) inner *= n.shape.dims[d].size;
+    const int64_t part = layout::pieceSize(whole, ranks, r), at = layout::pieceStart(whole, ranks, r);
+    const float* from = flat.data() + r * block;
     for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(to + (o * whole + r * part) * inner, from + r * block + o * part * inner,
-                  static_cast<size_t>(part * inner) * 4);
+      std::memcpy(out.f() + (o * whole + at) * inner, from + o * largest * inner, static_cast<size_t>(part * inner) * 4);
+  }
 }
 
 KernelStatus Executor::wait(int group) {

@@ -70,6 +70,7 @@ class Executor {
   KernelStatus start(const prog::Schedule& s, int group, int after_node, int64_t nodes_left);
   KernelStatus wait(int group);
   void placeGathered(int group);
+  static void copyPiece(const float* from, const Shape& piece, int k, float* to, int64_t block_elements, int64_t at);
   void largestOf(int group);
 
   const prog::Program& program_;
@@ -81,6 +82,7 @@ class Executor {
   std::vector<Slot> slots_;
   std::vector<void*> placed_;  // per node: its storage this run
   std::vector<std::vector<float>> flat_;      // per group: a bucket's buffer
+  std::map<int, std::vector<float>> padded_;  // per uneven all-gather: this rank's piece, padded
   std::map<int, std::vector<float>> outputs_;  // unbound gradient outputs, by node
   std::map<std::string, float*> params_;
   std::map<std::string, std::vector<uint32_t>> inputs_;

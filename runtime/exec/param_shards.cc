@@ -68,29 +68,40 @@ std::vector<float> takeLocal(const float* global, const ShardOf& s) {
 comm::Status gatherWhole(const std::vector<float>& local, const ShardOf& s,
                          const std::map<std::string, comm::Communicator*>& comms, std::vector<float>& out) {
   out = local;
+  std::vector<layout::Placement> left = s.placement;  // split over the axes not gathered yet
   std::vector<int64_t> dims = sizesOf(s.local());
   for (size_t a = std::min(s.placement.size(), s.mesh.size()); a-- > 0;) {
-    const layout::Placement& p = s.placement[a];
+    const layout::Placement p = s.placement[a];
     if (p.kind != layout::Placement::Shard || s.mesh[a].size <= 1) continue;
     auto c = comms.find(s.mesh[a].name);
     if (c == comms.end() || !c->second) return {false, "no process group for mesh axis `" + s.mesh[a].name + "`"};
     comm::Communicator& comm = *c->second;
     const int k = s.global.find(p.dim);
-    const int64_t n = comm.size(), piece = static_cast<int64_t>(out.size());
-    std::vector<float> blocks(static_cast<size_t>(n * piece));
-    comm::Status st = comm.allGather(out.data(), blocks.data(), piece)->wait();
+    left[a] = layout::Placement{};
+    const std::vector<int64_t> joined = sizesOf(layout::localShape(s.global, left, s.mesh, s.coords));
+    const int64_t n = comm.size(), whole = joined[static_cast<size_t>(k)];
+    // Every rank sends a block of the largest piece's size (uneven pieces padded).
+    std::vector<int64_t> padded = dims;
+    padded[static_cast<size_t>(k)] = layout::pieceSize(whole, n, 0);
+    const int64_t block = count(padded);
+    std::vector<float> send(static_cast<size_t>(block), 0.0f), blocks(static_cast<size_t>(n * block));
+    if (!out.empty()) copyBox(send.data(), padded, out.data(), dims, std::vector<int64_t>(dims.size(), 0), true);
+    comm::Status st = comm.allGather(send.data(), blocks.data(), block)->wait();
     if (!st.ok) return st;
-    // Block r is rank r's piece: it goes to [r·L, (r+1)·L) of dim k.
-    std::vector<int64_t> joined = dims;
-    joined[static_cast<size_t>(k)] *= n;
+    // Block r is rank r's piece, padded: its first pieceSize rows of dim k go to the piece's start.
     std::vector<float> next(static_cast<size_t>(count(joined)));
     for (int64_t r = 0; r < n; ++r) {
-      std::vector<int64_t> offsets(dims.size(), 0);
-      offsets[static_cast<size_t>(k)] = r * dims[static_cast<size_t>(k)];
-      if (piece > 0) copyBox(next.data(), joined, blocks.data() + r * piece, dims, offsets, true);
+      std::vector<int64_t> piece = dims, offsets(dims.size(), 0);
+      piece[static_cast<size_t>(k)] = layout::pieceSize(whole, n, r);
+      offsets[static_cast<size_t>(k)] = layout::pieceStart(whole, n, r);
+      std::vector<float> exact(static_cast<size_t>(count(piece)));
+      if (!exact.empty()) {
+        copyBox(blocks.data() + r * block, padded, exact.data(), piece, std::vector<int64_t>(dims.size(), 0), false);
+        copyBox(next.data(), joined, exact.data(), piece, offsets, true);
+      }
     }
     out = std::move(next);
-    dims = std::move(joined);
+    dims = joined;
   }
   return {};
 }

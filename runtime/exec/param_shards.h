@@ -22,7 +22,7 @@ struct ShardOf {
   std::vector<layout::Placement> placement;  // per mesh axis; empty: replicated
   std::vector<layout::MeshAxis> mesh;
   std::vector<int64_t> coords;  // this rank's
-  Shape local() const { return layout::localShape(global, placement, mesh); }
+  Shape local() const { return layout::localShape(global, placement, mesh, coords); }
   bool sharded() const;  // split over any axis of size > 1
 };
 

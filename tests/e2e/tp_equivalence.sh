@@ -59,6 +59,11 @@ layout tp4 g.dtl 4 "mesh tp = 4; split heads over tp; split hidden over tp"
 layout dp2tp2 g.dtl 4 "mesh dp = 2, tp = 2; split batch over dp; split heads over tp; split hidden over tp" --set train.batch=4
 layout vocab g.dtl 2 "mesh tp = 2; split vocab over tp"
 layout seq g.dtl 2 "mesh tp = 2; split seq over tp"
+# An odd vocabulary split unevenly (7 + 6 rows and classes; 4 + 3 + 3 + 3).
+sed 's/vocab = 16/vocab = 13/' g.dtl >odd.dtl
+"$dtlc" run odd.dtl --no-checkpoints --metrics odd1.jsonl >/dev/null
+base=odd1 layout odd_vocab odd.dtl 2 "mesh tp = 2; split vocab over tp; split heads over tp; split hidden over tp"
+base=odd1 layout odd_vocab4 odd.dtl 4 "mesh tp = 4; split vocab over tp"
 "$dtlc" run g.dtl --set train.batch=12 --no-checkpoints --metrics one12.jsonl >/dev/null
 base=one12 layout dp3 g.dtl 3 "mesh dp = 3; split batch over dp" --set train.batch=4
 
@@ -104,4 +109,18 @@ resume() {  # NAME NPROC [--set …]
 resume g 1
 resume tp4 4
 resume dp2tp2 4 --set train.batch=4
+# The same with uneven pieces: an odd vocabulary's checkpoint at tp = 2, resumed at 1 and at tp = 4.
+rm -rf ck
+{ cat odd.dtl; echo "parallel { mesh tp = 2; split vocab over tp }"; } >rodd.dtl
+"$dtlc" run rodd.dtl --nproc 2 --steps 10 >/dev/null
+rm -rf ck_tp2; mv ck ck_tp2
+resume_odd() {  # NAME NPROC
+  rm -rf ck; cp -r ck_tp2 ck
+  "$dtlc" run "$1.dtl" --nproc "$2" --resume ck --metrics "resumed_$1.jsonl" >/dev/null 2>"resumed_$1.err" ||
+    { echo "resume at $1 failed:"; tail -5 "resumed_$1.err"; status=1; }
+  compare "odd-vocabulary tp = 2 checkpoint resumed at $1" odd1.jsonl "resumed_$1.jsonl" 11
+}
+cp odd.dtl odd_one.dtl
+resume_odd odd_one 1
+resume_odd odd_vocab4 4
 exit $status

@@ -221,6 +221,14 @@ TEST(TensorParallel, DataTimesTensor) {
   expectGpt("mesh dp = 2, tp = 2; split batch over dp; split heads over tp; split hidden over tp", 4, 2);
 }
 TEST(TensorParallel, VocabularyOverTwoRanks) { expectGpt("mesh tp = 2; split vocab over tp", 2); }
+// An odd vocabulary (GPT-2's 50257 is the case that matters): the first
+// vocab mod tp ranks hold one more row of the table and one more class.
+TEST(TensorParallel, OddVocabularySplitsUnevenly) {
+  for (int tp : {2, 4})
+    expectOneProcessResults(gptSpec("", 8, 1, false, "13"),
+                            gptSpec("mesh tp = " + std::to_string(tp) + "; split vocab over tp", 8, 1, false, "13"), tp, 13);
+}
+
 // Logits in the hundreds: the split loss subtracts the largest logit of the
 // row over every rank (a max all-reduce), or exp() would overflow.
 TEST(TensorParallel, VocabularyWithLargeLogits) {
