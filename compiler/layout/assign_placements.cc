@@ -45,6 +45,7 @@ class Pass {
     for (const SplitRule& r : rules) {
       for (size_t a = 0; a < mesh.size(); ++a)
         if (mesh[a].name == r.axis) split_[r.dim] = {a, r.where};
+      priority_[r.dim] = static_cast<int>(priority_.size());  // the spec's order: the first rule wins
     }
     findStackUpdates();
   }
@@ -94,28 +95,52 @@ class Pass {
   }
 
   // A collective converting `id` on axis `a` to Replicate.
-  int convert(int id, size_t a, const std::string& why) {
+  // `into`: a partial sum is reduce-scattered into Shard(into) rather than
+  // all-reduced (sequence parallelism: half the bytes, each rank keeps its
+  // part of the sequence).
+  int convert(int id, size_t a, const std::string& why, const std::string& into = {}) {
     const Node& src = out_.nodes[static_cast<size_t>(id)];
     Placement p = place_[static_cast<size_t>(id)][a];
     if (p.kind == Placement::Replicate) return id;
-    // One conversion per value and axis, however many consumers need it
-    // (the loss and its gradient both read the gathered logits).
-    auto done = converted_.find({id, a});
+    const bool scatter = !into.empty() && p.kind == Placement::Partial && !p.max && src.shape.has(into);
+    // One conversion per value, axis and target, however many consumers need
+    // it (the loss and its gradient both read the gathered logits).
+    auto done = converted_.find({id, a, scatter ? into : ""});
     if (done != converted_.end()) return done->second;
     Node c;
-    c.op = p.kind == Placement::Partial ? Op::AllReduce : Op::AllGather;
+    c.op = scatter ? Op::ReduceScatter : p.kind == Placement::Partial ? Op::AllReduce : Op::AllGather;
     c.shape = src.shape;
     c.dtype = src.dtype;
     c.inputs = {id};
     c.name = mesh_[a].name;
     if (p.kind == Placement::Shard) c.names = {p.dim};
     if (p.kind == Placement::Partial && p.max) c.names = {"max"};
+    if (scatter) c.names = {into};
     c.fn = why;
     c.where = ruleWhere(p.kind == Placement::Shard ? p.dim : partialOrigin(id, a));
     // Shapes are global: the conversion changes the placement, not the shape.
     Pl pl = place_[static_cast<size_t>(id)];
-    pl[a] = Placement{};
-    return converted_[{id, a}] = add(std::move(c), std::move(pl));
+    pl[a] = scatter ? Placement{Placement::Shard, into} : Placement{};
+    return converted_[{id, a, scatter ? into : ""}] = add(std::move(c), std::move(pl));
+  }
+
+  // The dim a partial sum on axis `a` is best reduce-scattered into for a
+  // consumer that needs it reduced: one of its dims a rule splits over `a`
+  // (the first rule's), unless the consumer needs that dim whole or holds
+  // another dim split over `a` (then it is all-reduced: "").
+  std::string scatterDim(int id, size_t a, const Node& n, const std::set<std::string>& whole) const {
+    std::string best;
+    for (const Dim& d : out_.nodes[static_cast<size_t>(id)].shape.dims) {
+      auto it = split_.find(d.name);
+      if (it == split_.end() || it->second.first != a || whole.count(d.name) || !n.shape.has(d.name)) continue;
+      if (best.empty() || priority_.at(d.name) < priority_.at(best)) best = d.name;
+    }
+    if (best.empty()) return "";
+    for (int x : n.inputs) {
+      const Placement& q = place_[static_cast<size_t>(x)][a];
+      if (q.kind == Placement::Shard && q.dim != best) return "";
+    }
+    return best;
   }
 
   // Replicate → Shard(dim) on axis `a`: a local slice, no communication;
@@ -257,6 +282,21 @@ class Pass {
     return s;
   }
 
+  // The dim of value `id` a rule splits over axis `a` (the first rule's), or "".
+  std::string firstRuledDim(int id, size_t a) const {
+    std::string best;
+    for (const Dim& d : out_.nodes[static_cast<size_t>(id)].shape.dims) {
+      auto it = split_.find(d.name);
+      if (it != split_.end() && it->second.first == a && (best.empty() || rank(d.name) < rank(best))) best = d.name;
+    }
+    return best;
+  }
+
+  int rank(const std::string& dim) const {
+    auto it = priority_.find(dim);
+    return it == priority_.end() ? 1 << 30 : it->second;
+  }
+
   // An op that makes a dim none of its inputs has (a table's gradient, a
   // one-hot over the classes) computes just this rank's rows of it when a
   // rule splits that dim, rather than all of them to slice later.
@@ -295,11 +335,11 @@ class Pass {
         if (pp.kind == Placement::Replicate) {
           n.inputs[1] = convert(n.inputs[1], a, "the optimiser updates " + n.name + " on every rank");
         } else {
-          // Each rank updates its piece: a whole (or summed, or otherwise
-          // sharded, then whole) gradient is sliced to it. A reduce-scatter
-          // would send half the bytes of the all-reduce; it is not built yet.
-          n.inputs[1] = convert(n.inputs[1], a, "the optimiser updates this rank's piece of " + n.name);
-          n.inputs[1] = localSlice(n.inputs[1], a, pp.dim);
+          // Each rank updates its piece: a partial gradient is
+          // reduce-scattered to it; a whole (or otherwise sharded, then
+          // gathered) one is sliced.
+          n.inputs[1] = convert(n.inputs[1], a, "the optimiser updates this rank's piece of " + n.name, pp.dim);
+          if (place_[static_cast<size_t>(n.inputs[1])][a].kind != Placement::Shard) n.inputs[1] = localSlice(n.inputs[1], a, pp.dim);
         }
       }
       out_.grads.emplace_back(n.name, n.inputs[1]);
@@ -317,13 +357,21 @@ class Pass {
       // linear in nothing).
       for (size_t k = 0; k < n.inputs.size(); ++k) {
         if (partial[k] && (!linearIn(old, k, partial) || place_[static_cast<size_t>(n.inputs[k])][a].max)) {
-          n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` is not linear in a partial sum");
+          n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` is not linear in a partial sum",
+                                scatterDim(n.inputs[k], a, n, whole));
           partial[k] = false;
         }
       }
       bool any_partial = std::find(partial.begin(), partial.end(), true) != partial.end();
       std::string shard;
       bool reduced = false;
+      // Two dims sharded over one axis meet (x split by `seq` into a
+      // projection split by `heads`): the dim whose rule comes first in the
+      // spec is kept, the other operands gathered.
+      for (int x : n.inputs) {
+        const Placement& p = place_[static_cast<size_t>(x)][a];
+        if (p.kind == Placement::Shard && !whole.count(p.dim) && (shard.empty() || rank(p.dim) < rank(shard))) shard = p.dim;
+      }
       for (size_t k = 0; k < n.inputs.size(); ++k) {
         const Placement p = place_[static_cast<size_t>(n.inputs[k])][a];
         if (p.kind != Placement::Shard) continue;
@@ -331,14 +379,12 @@ class Pass {
           n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` needs all of `" + p.dim + "`");
           continue;
         }
-        if (!shard.empty() && shard != p.dim) {
-          // Two dims sharded over one axis meet (x split by `seq` into a
-          // projection split by `heads`): the later operand is gathered.
+        if (p.dim != shard) {
           n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` meets `" + shard + "` and `" + p.dim +
-                                                    "` sharded over `" + mesh_[a].name + "`; it keeps `" + shard + "`");
+                                                    "` sharded over `" + mesh_[a].name + "`; it keeps `" + shard +
+                                                    "`, whose rule comes first");
           continue;
         }
-        shard = p.dim;
         if (sums.count(p.dim)) reduced = true;
       }
       if (!shard.empty() && !reduced && !n.shape.has(shard)) reduced = true;
@@ -349,7 +395,7 @@ class Pass {
         for (size_t k = 0; k < n.inputs.size(); ++k)
           if (partial[k])
             n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` meets a partial sum and a value split by `" +
-                                                      shard + "`");
+                                                      shard + "`", shard);
         any_partial = false;
       }
       // A replicated operand that carries the sharded dim: each rank takes
@@ -396,7 +442,8 @@ class Pass {
     if (reduce_early_.count(old.id))
       for (size_t a = 0; a < mesh_.size(); ++a)
         if (place_[static_cast<size_t>(id)][a].kind == Placement::Partial)
-          id = convert(id, a, "reduced before its readers fork: one reduction instead of one on every branch");
+          id = convert(id, a, "reduced before its readers fork: one reduction instead of one on every branch",
+                       firstRuledDim(id, a));
     map_[static_cast<size_t>(old.id)] = id;
   }
 
@@ -434,12 +481,13 @@ class Pass {
   std::vector<MeshAxis> mesh_;
   const std::set<int>& reduce_early_;
   std::map<std::string, std::pair<size_t, std::string>> split_;  // dim → (axis, rule source)
+  std::map<std::string, int> priority_;                          // dim → its rule's place in the spec
   ir::Graph out_;
   std::vector<Pl> place_;
   std::vector<int> map_;
   std::map<std::pair<int, size_t>, std::string> partial_dim_;
   std::map<std::tuple<int, size_t, std::string>, int> sliced_;
-  std::map<std::pair<int, size_t>, int> converted_;
+  std::map<std::tuple<int, size_t, std::string>, int> converted_;
   std::set<std::pair<std::string, size_t>> uneven_means_;  // reported once, at the first mean
   std::vector<int> stack_update_;  // per input node: the update its gather leads to, or -1
   std::vector<std::string> errors_;
@@ -455,8 +503,9 @@ double bytesSent(const ir::Graph& g, const Layout& layout) {
     double n_ranks = 1;
     for (const MeshAxis& a : layout.mesh)
       if (a.name == n.name) n_ranks = static_cast<double>(a.size);
-    const double bytes =
-        static_cast<double>(localShape(n.shape, layout.of[static_cast<size_t>(n.id)], layout.mesh).elements().value_or(0)) * 4;
+    const int sized = n.op == Op::ReduceScatter ? n.inputs[0] : n.id;  // of the whole it reduces
+    const double bytes = static_cast<double>(
+        localShape(g[sized].shape, layout.of[static_cast<size_t>(sized)], layout.mesh).elements().value_or(0)) * 4;
     if (n.op == Op::AllReduce) sent += bytes * 2 * (n_ranks - 1) / n_ranks;
     if (n.op == Op::AllGather || n.op == Op::ReduceScatter) sent += bytes * (n_ranks - 1) / n_ranks;
   }

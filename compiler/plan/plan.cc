@@ -77,7 +77,9 @@ std::vector<Collective> collectives(const ir::Graph& g, const prog::Program& p) 
     c.op = n.op == ir::Op::AllReduce ? "all_reduce" : n.op == ir::Op::AllGather ? "all_gather" : "reduce_scatter";
     c.axis = n.name;
     c.dtype = dtypeName(n.dtype);
-    c.bytes = p[n.id].shape.elements().value_or(0) * dtypeBytes(n.dtype);
+    // A reduce-scatter's formula is of the whole it reduces (its input).
+    const int sized = n.op == ir::Op::ReduceScatter ? n.inputs[0] : n.id;
+    c.bytes = p[sized].shape.elements().value_or(0) * dtypeBytes(n.dtype);
     c.max = n.op == ir::Op::AllReduce && !n.names.empty() && n.names[0] == "max";
     c.start = n.inputs[0];
     c.after = describeNode(g, n.inputs[0], grad_of);

@@ -80,6 +80,13 @@ class Planner {
         // Uneven pieces travel padded to the largest.
         if (k > 0 || whole % ranks != 0) grp.elements = elements(p_[n.id]) / std::max<int64_t>(whole, 1) * ((whole + ranks - 1) / ranks) * ranks;
       }
+      // A reduce-scatter packs each rank's rows of the dim (padded to the
+      // largest piece) one after another, then receives its own block.
+      if (n.op == Op::ReduceScatter) {
+        const int k = p_[n.inputs[0]].shape.find(n.names.at(0));
+        const int64_t ranks = axisSize(n.name), whole = p_[n.inputs[0]].shape.dims.at(static_cast<size_t>(k)).size;
+        grp.elements = elements(p_[n.inputs[0]]) / std::max<int64_t>(whole, 1) * ((whole + ranks - 1) / ranks) * (ranks + 1);
+      }
       // The largest over the ranks: every rank's values arrive (an
       // all-gather) and are compared when the group is waited for.
       if (isMaxReduce(n)) grp.elements = elements(p_[n.id]) * axisSize(n.name);

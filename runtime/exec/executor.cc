@@ -183,6 +183,7 @@ KernelStatus Executor::start(const prog::Schedule& s, int group, int after_node,
   out.dtype = n.dtype;
   out.elements = n.shape.elements().value_or(0);
   out.data = place(s, m);
+  if (n.op == ir::Op::ReduceScatter) return reduceScatter(group, in, out, comm);
   if (n.op == ir::Op::AllReduce && g.elements > 0 && comm) {
     // The largest: every rank's values, compared at wait() (largestOf).
     work_[static_cast<size_t>(group)] = comm->allGather(in.f(), flat_[static_cast<size_t>(group)].data(), in.elements);
@@ -216,6 +217,73 @@ KernelStatus Executor::start(const prog::Schedule& s, int group, int after_node,
     return {};
   }
   return {false, std::string(ir::opName(n.op)) + " over `" + n.name + "` is not built yet"};
+}
+
+namespace {
+
+// Rows [from_row0, from_row0 + rows) of dim k of a tensor seen as [outer,
+// from_rows, inner] into rows [to_row0, …) of one seen as [outer, to_rows,
+// inner].
+void copyRows(const float* from, int64_t outer, int64_t from_rows, int64_t inner, int64_t from_row0, float* to,
+              int64_t to_rows, int64_t to_row0, int64_t rows) {
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(to + (o * to_rows + to_row0) * inner, from + (o * from_rows + from_row0) * inner,
+                static_cast<size_t>(rows * inner) * 4);
+}
+
+// outer and inner sizes around dim k.
+std::pair<int64_t, int64_t> around(const Shape& s, int k) {
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < k; ++d) outer *= s.dims[static_cast<size_t>(d)].size;
+  for (size_t d = static_cast<size_t>(k) + 1; d < s.dims.size(); ++d) inner *= s.dims[d].size;
+  return {outer, inner};
+}
+
+}  // namespace
+
+// Partial → Shard(dim): rank r's rows of the dim are packed as block r of
+// the group's buffer (padded to the largest piece), the blocks
+// reduce-scattered, and this rank's block (after the n sent) unpacked into
+// its piece at wait() (unscatter).
+KernelStatus Executor::reduceScatter(int group, const TensorView& in, TensorView& out, comm::Communicator* comm) {
+  const prog::Group& g = program_.groups[static_cast<size_t>(group)];
+  const ir::Node& n = program_[g.members[0]];
+  const int k = in.shape.find(n.names[0]);
+  if (k < 0) return {false, "reduce_scatter: `" + n.names[0] + "` is not a dim of its input"};
+  if (!comm) {  // a one-rank axis: the piece is all of it
+    std::memcpy(out.data, in.data, static_cast<size_t>(std::min(in.elements, out.elements)) * 4);
+    return {};
+  }
+  const int64_t ranks = comm->size(), whole = in.shape.dims[static_cast<size_t>(k)].size;
+  const int64_t largest = layout::pieceSize(whole, ranks, 0);
+  const auto [outer, inner] = around(in.shape, k);
+  const int64_t block = outer * largest * inner;
+  std::vector<float>& flat = flat_[static_cast<size_t>(group)];
+  std::fill(flat.begin(), flat.end(), 0.0f);
+  for (int64_t r = 0; r < ranks; ++r)
+    copyRows(in.f(), outer, whole, inner, layout::pieceStart(whole, ranks, r), flat.data() + r * block, largest, 0,
+             layout::pieceSize(whole, ranks, r));
+  work_[static_cast<size_t>(group)] = comm->reduceScatter(flat.data(), flat.data() + ranks * block, block);
+  return {};
+}
+
+void Executor::unscatter(int group) {
+  const prog::Group& g = program_.groups[static_cast<size_t>(group)];
+  const ir::Node& n = program_[g.members[0]];
+  TensorView& out = views_[static_cast<size_t>(g.members[0])];
+  const int k = out.shape.find(n.names[0]);
+  const int64_t mine = out.shape.dims[static_cast<size_t>(k)].size;
+  const auto [outer, inner] = around(out.shape, k);
+  const std::vector<float>& flat = flat_[static_cast<size_t>(group)];
+  const int64_t ranks = axisRanks(n.name), block = static_cast<int64_t>(flat.size()) / (ranks + 1);
+  const int64_t largest = outer * inner > 0 ? block / (outer * inner) : 0;
+  copyRows(flat.data() + ranks * block, outer, largest, inner, 0, out.f(), mine, 0, mine);
+}
+
+int64_t Executor::axisRanks(const std::string& axis) const {
+  for (const layout::MeshAxis& a : program_.mesh)
+    if (a.name == axis) return std::max<int64_t>(a.size, 1);
+  return 1;
 }
 
 // A max all-reduce's result: element-wise the largest of the ranks' blocks
@@ -281,8 +349,11 @@ KernelStatus Executor::wait(int group) {
   const prog::Group& g = program_.groups[static_cast<size_t>(group)];
   if (s.ok) {
     if (g.bucket < 0 && g.elements > 0) {
-      if (program_[g.members[0]].op == ir::Op::AllReduce) {
+      const ir::Op op = program_[g.members[0]].op;
+      if (op == ir::Op::AllReduce) {
         largestOf(group);
+      } else if (op == ir::Op::ReduceScatter) {
+        unscatter(group);
       } else {
         placeGathered(group);
       }
@@ -291,7 +362,9 @@ KernelStatus Executor::wait(int group) {
   }
   const ir::Node& n = program_[g.members[0]];
   std::string what = g.bucket >= 0 ? "all-reduce of bucket " + std::to_string(g.bucket)
-                                   : std::string(n.op == ir::Op::AllReduce ? "all-reduce" : "all-gather");
+                                   : std::string(n.op == ir::Op::AllReduce       ? "all-reduce"
+                                                 : n.op == ir::Op::ReduceScatter ? "reduce-scatter"
+                                                                                 : "all-gather");
   return {false, what + " over `" + g.axis + "`: " + s.message};
 }
 

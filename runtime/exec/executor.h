@@ -72,6 +72,9 @@ class Executor {
   void placeGathered(int group);
   static void copyPiece(const float* from, const Shape& piece, int k, float* to, int64_t block_elements, int64_t at);
   void largestOf(int group);
+  KernelStatus reduceScatter(int group, const TensorView& in, TensorView& out, comm::Communicator* comm);
+  void unscatter(int group);
+  int64_t axisRanks(const std::string& axis) const;
 
   const prog::Program& program_;
   Backend& backend_;

@@ -3,7 +3,7 @@
 # real processes, AdamW with clipping, 15 steps, f32 — each layout against
 # the one-process run of the same global batch from the same weights
 # (within 1e-5 relative): tp = 2 and 4 on a GPT, dp = 2 × tp = 2, dp = 3, a
-# vocabulary split, a sequence split, a LLaMA-style block, the char_gpt
+# vocabulary split, a sequence split, sequence parallelism (with dp and a vocabulary split too), a LLaMA-style block, the char_gpt
 # sample at tp = 2, a run from a whole-tensor --init; and a checkpoint
 # written at tp = 2 resumed at 1 rank, at tp = 4 and at dp = 2 × tp = 2.
 set -euo pipefail
@@ -59,6 +59,8 @@ layout tp4 g.dtl 4 "mesh tp = 4; split heads over tp; split hidden over tp"
 layout dp2tp2 g.dtl 4 "mesh dp = 2, tp = 2; split batch over dp; split heads over tp; split hidden over tp" --set train.batch=4
 layout vocab g.dtl 2 "mesh tp = 2; split vocab over tp"
 layout seq g.dtl 2 "mesh tp = 2; split seq over tp"
+layout sp g.dtl 2 "mesh tp = 2; split heads over tp; split hidden over tp; split seq over tp"
+layout dp2sp2 g.dtl 4 "mesh dp = 2, tp = 2; split batch over dp; split vocab over tp; split heads over tp; split hidden over tp; split seq over tp" --set train.batch=4
 # An odd vocabulary split unevenly (7 + 6 rows and classes; 4 + 3 + 3 + 3).
 sed 's/vocab = 16/vocab = 13/' g.dtl >odd.dtl
 "$dtlc" run odd.dtl --no-checkpoints --metrics odd1.jsonl >/dev/null

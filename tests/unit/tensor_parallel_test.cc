@@ -320,6 +320,36 @@ void expectMegatronCollectives(bool llama) {
 }
 
 TEST(TensorParallel, MegatronCollectivesOnAGpt) { expectMegatronCollectives(false); }
+
+// Sequence parallelism (Korthikanti et al. 2022): `split seq over tp` after
+// the heads and hidden rules. Per layer, forward: an all-gather of [batch,
+// seq, d] into attention and into the MLP, a reduce-scatter out of each;
+// the same in the backward pass; besides them only the reductions of the
+// gradients the sequence shards sum (norms, row-parallel biases, the
+// replicated embedding) and the loss.
+TEST(TensorParallel, SequenceParallelCollectives) {
+  auto fe = compile(gptSpec("mesh tp = 2; split heads over tp; split hidden over tp; split seq over tp", 8, 1), 2);
+  int gathers = 0, scatters = 0, norms = 0;
+  const ir::Graph& g = fe->graph();
+  for (const ir::Node& n : g.nodes) {
+    if (!ir::isConversion(n.op) || n.op == ir::Op::LocalSlice) continue;
+    const bool activation = n.shape.str() == "[batch=8, seq=8, d=16]";
+    const bool gradient = n.op == ir::Op::AllReduce && n.fn.rfind("the optimiser updates", 0) == 0;
+    if (n.op == ir::Op::AllGather && activation) ++gathers;
+    else if (n.op == ir::Op::ReduceScatter && activation) ++scatters;
+    else if (gradient) norms += n.fn.find(".ln") != std::string::npos;
+    else if (n.id != g[g.loss].inputs.at(0) && n.id != g.loss) ADD_FAILURE() << "%" << n.id << " " << ir::opName(n.op) << " " << n.shape.str() << ": " << n.fn;
+  }
+  EXPECT_EQ(gathers, 2 * 2 * 2) << "2 layers, 2 per layer forward and backward";
+  EXPECT_EQ(scatters, 2 * 2 * 2);
+  EXPECT_GT(norms, 0) << "the norms' gradients are sums over the sequence shards";
+}
+
+TEST(TensorParallel, SequenceParallelGivesOneProcessResults) {
+  expectGpt("mesh tp = 2; split heads over tp; split hidden over tp; split seq over tp", 2);
+  expectGpt("mesh dp = 2, tp = 2; split batch over dp; split heads over tp; split hidden over tp; split seq over tp", 4, 2);
+  expectOneProcessResults(dropoutGpt(""), dropoutGpt("mesh tp = 2; split heads over tp; split hidden over tp; split seq over tp"), 2, 16);
+}
 TEST(TensorParallel, MegatronCollectivesOnALlamaBlock) { expectMegatronCollectives(true); }
 
 }  // namespace
