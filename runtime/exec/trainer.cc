@@ -30,6 +30,7 @@
 #include "runtime/exec/writer_ranks.h"
 #include "runtime/io/checkpoint_store.h"
 #include "runtime/io/checksums.h"
+#include "runtime/io/file_ops.h"
 #include "runtime/io/metrics_writer.h"
 #include "runtime/io/progress.h"
 #include "runtime/optim/clip.h"
@@ -170,6 +171,7 @@ class Trainer {
       if (!checkpoints_.confirm(err_)) return 1;
       double lr = optim::scheduledLr(c_.schedule, c_.optimizer.lr, step + shift_, total_ + shift_);
       if (!update(opt, step, lr)) return 1;
+      if (step == start + 1 && !c_.memory_report.empty() && c_.global_rank == 0 && !reportMemory()) return 1;
       samples_since += c_.batch * c_.accumulate * c_.world;
       auto now = std::chrono::steady_clock::now();
       double secs = std::chrono::duration<double>(now - t0).count();
@@ -210,6 +212,27 @@ class Trainer {
     if (metrics_.status().ok) return true;
     err_ += "--metrics: " + metrics_.status().message + "\n";
     return false;
+  }
+
+  // What this rank holds, counted where it is allocated: the parameter
+  // pieces, their gradient accumulators, the optimiser state, and the
+  // executor's buffers (slots, communication buffers, unbound outputs).
+  bool reportMemory() {
+    int64_t params = 0, grads = 0, state = 0;
+    for (const Param& p : params_) {
+      params += static_cast<int64_t>(p.value.size() * 4);
+      grads += static_cast<int64_t>(p.grad.size() * 4);
+      state += static_cast<int64_t>((p.state.a.size() + p.state.b.size()) * 4);
+    }
+    json::Writer w;
+    w.beginObject();
+    w.key("parameters").value(params).key("gradients").value(grads).key("optimizer_state").value(state);
+    w.key("executor").value(exec_->peakBytes());
+    w.endObject();
+    const std::string text = w.str() + "\n";
+    io::Status s = io::writeFileAtomic(c_.memory_report, {{text.data(), text.size()}});
+    if (!s.ok) err_ += "--memory-report: " + s.message + "\n";
+    return s.ok;
   }
 
   bool due(const Period& p, int64_t step, bool epoch_end) const {

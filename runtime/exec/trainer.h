@@ -51,6 +51,7 @@ struct TrainConfig {
   std::string checkpoint_dir;
   int64_t checkpoint_keep = 0;
   std::string init_file, resume_dir, metrics_file;
+  std::string memory_report;  // global rank 0 writes what it holds there after step 1
   bool reference_kernels = false;
   int threads = 1;
   // Data parallelism: which slice of each global batch this rank reads

@@ -5,7 +5,8 @@
 # (within 1e-5 relative): tp = 2 and 4 on a GPT, dp = 2 × tp = 2, dp = 3, a
 # vocabulary split, a sequence split, sequence parallelism (with dp and a vocabulary split too), a LLaMA-style block, the char_gpt
 # sample at tp = 2, a run from a whole-tensor --init; and a checkpoint
-# written at tp = 2 resumed at 1 rank, at tp = 4 and at dp = 2 × tp = 2.
+# written at tp = 2 resumed at 1 rank, at tp = 4 and at dp = 2 × tp = 2;
+# and the planned memory per rank against what rank 0 holds, on three layouts.
 set -euo pipefail
 dtlc=$1; work=$2
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -68,6 +69,26 @@ base=odd1 layout odd_vocab odd.dtl 2 "mesh tp = 2; split vocab over tp; split he
 base=odd1 layout odd_vocab4 odd.dtl 4 "mesh tp = 4; split vocab over tp"
 "$dtlc" run g.dtl --set train.batch=12 --no-checkpoints --metrics one12.jsonl >/dev/null
 base=one12 layout dp3 g.dtl 3 "mesh dp = 3; split batch over dp" --set train.batch=4
+
+# The plan's memory per rank is what rank 0 holds (--memory-report after
+# step 1): parameters, gradients and optimiser state to the byte, and the
+# executor's buffers equal the planned activations plus communication buffers.
+memory() {  # NAME NPROC [--set …]: compares NAME.dtl's report with its plan
+  local name=$1 n=$2; shift 2
+  "$dtlc" run "$name.dtl" --nproc "$n" "$@" --steps 1 --no-checkpoints --memory-report "mem_$name.json" >/dev/null &&
+    "$dtlc" plan "$name.dtl" --world "$n" "$@" --format json >"plan_$name.json" &&
+    python3 - "$name" "mem_$name.json" "plan_$name.json" <<'PY' || status=1
+import json, sys
+name, held, plan = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))["memory"]
+want = {k: plan[k] for k in ("parameters", "gradients", "optimizer_state")}
+want["executor"] = plan["peak_activations"] + plan["communication"]
+print(f"{name}: held {held}, planned {want}")
+sys.exit(0 if held == want else 1)
+PY
+}
+memory tp2 2
+memory dp2sp2 4 --set train.batch=4
+memory odd_vocab 2
 
 # A LLaMA-style block from the stdlib's RMSNorm and SwiGlu: the rules are not GPT-specific.
 gpt "LlamaBlock(d, heads, hidden)" "RMSNorm(d)" "layer LlamaBlock(d: dim, heads: dim, hidden: dim) {

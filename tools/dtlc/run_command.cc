@@ -67,6 +67,9 @@ const char* const kRunHelp =
     "                       on this machine exceeds the memory it has available\n"
     "  --no-checkpoints     write no checkpoints: the spec's checkpoint folder is\n"
     "                       neither written, locked nor pruned\n"
+    "  --memory-report FILE after the first step, write the bytes rank 0 holds for\n"
+    "                       parameters, gradients, optimizer state and the\n"
+    "                       executor's buffers (JSON; compare with dtlc plan)\n"
     "  --verify K           check the layout before a long job: train K steps as\n"
     "                       this command would and on one process at the same\n"
     "                       global batch from the same weights, and compare the\n"
@@ -220,6 +223,7 @@ rt::TrainConfig makeConfig(const driver::Frontend& fe, const RunFlags& f) {
   c.init_file = f.init;
   c.resume_dir = f.resume;
   c.metrics_file = f.metrics;
+  c.memory_report = f.memory_report;
   c.reference_kernels = f.kernels == "reference";
   c.threads = usableCpus();
   return c;

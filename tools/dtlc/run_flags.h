@@ -16,6 +16,7 @@ struct RunFlags {
   bool join_timeout_given = false;
   bool ignore_memory = false;
   bool no_checkpoints = false;
+  std::string memory_report;  // rank 0's held bytes after step 1, as JSON
   int64_t verify = 0;  // --verify K: 0 = not asked
   double verify_tolerance = 1e-5;
   bool verify_tolerance_given = false;
