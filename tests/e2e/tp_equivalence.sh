@@ -3,7 +3,7 @@
 # real processes, AdamW with clipping, 15 steps, f32 — each layout against
 # the one-process run of the same global batch from the same weights
 # (within 1e-5 relative): tp = 2 and 4 on a GPT, dp = 2 × tp = 2, dp = 3, a
-# vocabulary split, a sequence split, sequence parallelism (with dp and a vocabulary split too), a LLaMA-style block, the char_gpt
+# vocabulary split, a sequence split, sequence parallelism (with dp and a vocabulary split too), a LLaMA-style block, dropout, the char_gpt
 # sample at tp = 2, a run from a whole-tensor --init; and a checkpoint
 # written at tp = 2 resumed at 1 rank, at tp = 4 and at dp = 2 × tp = 2;
 # and the planned memory per rank against what rank 0 holds, on three layouts.
@@ -103,6 +103,24 @@ gpt "LlamaBlock(d, heads, hidden)" "RMSNorm(d)" "layer LlamaBlock(d: dim, heads:
 }" >l.dtl
 "$dtlc" run l.dtl --no-checkpoints --metrics llama1.jsonl >/dev/null
 base=llama1 layout llama_tp2 l.dtl 2 "mesh tp = 2; split heads over tp; split hidden over tp"
+
+# Dropout (p > 0) on the residual branches and on the MLP's hidden
+# activations (split by `hidden`, or by `seq`): each rank draws its block's
+# mask bits by global element, one process's masks.
+gpt "DropBlock(d, heads, hidden)" "LayerNorm(d)" "layer DropBlock(d: dim, heads: dim, hidden: dim) {
+  ln1 = LayerNorm(d)
+  attn = Attention(d, heads)
+  ln2 = LayerNorm(d)
+  up = Linear(d, hidden)
+  down = Linear(hidden, d)
+  forward(x) {
+    let h = x + dropout(attn(ln1(x)), p = 0.2)
+    return h + down(dropout(gelu(up(ln2(h))), p = 0.3))
+  }
+}" >drop.dtl
+"$dtlc" run drop.dtl --no-checkpoints --metrics drop1.jsonl >/dev/null
+base=drop1 layout drop_tp2 drop.dtl 2 "mesh tp = 2; split heads over tp; split hidden over tp"
+base=drop1 layout drop_sp2 drop.dtl 2 "mesh tp = 2; split heads over tp; split hidden over tp; split seq over tp"
 
 # The char_gpt sample, as its comment suggests, at dp = 1 × tp = 2.
 sed '/^# No parallel block/,$d' "$root/samples/char_gpt.dtl" >c.dtl
