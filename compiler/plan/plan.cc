@@ -170,12 +170,16 @@ std::string planText(const ir::Graph& g, const layout::Layout& l, const prog::Pr
                     std::to_string(spec.train.accumulate) + " micro-batch" + (spec.train.accumulate == 1 ? "" : "es") +
                     " of " + std::to_string(spec.train.batch) + "\n\ncollectives\n";
   double total = 0;
+  const int64_t k = std::max<int64_t>(spec.train.accumulate, 1);
   for (const Collective& c : cs) {
     int64_t n = axisSize(l, c.axis);
-    total += sent(c, n);
+    total += sent(c, n) * static_cast<double>(c.bucket >= 0 ? 1 : k);
     out += "  " + c.op + (c.max ? " (max)" : "") + " over " + c.axis + ", " + c.dtype + ", " + sema::humanBytes(c.bytes);
     if (c.bucket >= 0) out += ", bucket " + std::to_string(c.bucket) + " (" + std::to_string(c.tensors.size()) + std::string(c.tensors.size() == 1 ? " tensor)" : " tensors)");
-    out += "\n    starts after " + c.after + "\n";
+    if (k > 1) out += c.bucket >= 0 ? ", once per step" : ", every micro-batch";
+    out += "\n    starts after " + (c.bucket >= 0 && k > 1 ? "the last micro-batch (no_sync: the " + std::to_string(k) +
+                                                            " micro-batches' gradients are summed first)"
+                                                          : c.after) + "\n";
     if (c.bucket >= 0) {
       std::string t;
       for (const std::string& s : c.tensors) t += (t.empty() ? "" : ", ") + s;
@@ -202,10 +206,14 @@ std::string planJson(const ir::Graph& g, const layout::Layout& l, const prog::Pr
   w.endObject();
   double total = 0;
   w.key("collectives").beginArray();
+  const int64_t k = std::max<int64_t>(spec.train.accumulate, 1);
   for (const Collective& c : cs) {
-    total += sent(c, axisSize(l, c.axis));
+    const int64_t times = c.bucket >= 0 ? 1 : k;  // gradient buckets: once per step (no_sync)
+    total += sent(c, axisSize(l, c.axis)) * static_cast<double>(times);
     w.beginObject();
     w.key("op").value(c.op).key("axis").value(c.axis).key("dtype").value(c.dtype).key("bytes").value(c.bytes);
+    w.key("times_per_step").value(times);
+    if (c.max) w.key("reduce").value("max");
     w.key("bucket");
     if (c.bucket >= 0) w.value(c.bucket);
     else w.null();

@@ -30,6 +30,10 @@ struct RunContext {
   bool training = true;  // dropout is the identity when false
   uint64_t seed = 0;     // step seed; dropout masks derive from (seed, node id)
   int threads = 1;       // cores this rank may use
+  // Gradient buckets are not reduced (each rank keeps its partial sums): the
+  // micro-batches of a step with accumulation, whose gradients the trainer
+  // sums and reduces once (PyTorch's no_sync).
+  bool defer_buckets = false;
 };
 
 // The seed of one dropout mask, shared by both backends so their masks agree:

@@ -97,7 +97,7 @@ KernelStatus Executor::run(bool with_backward, const RunContext& ctx) {
       last_run = in.id;
       --runs_left;
     } else if (in.kind == prog::Instr::Start) {
-      status = start(s, in.id, last_run, runs_left);
+      status = start(s, in.id, last_run, runs_left, ctx.defer_buckets);
     } else {
       status = wait(in.id);
     }
@@ -157,7 +157,7 @@ KernelStatus Executor::localSlice(const ir::Node& n, const TensorView& in, Tenso
   return {};
 }
 
-KernelStatus Executor::start(const prog::Schedule& s, int group, int after_node, int64_t nodes_left) {
+KernelStatus Executor::start(const prog::Schedule& s, int group, int after_node, int64_t nodes_left, bool defer) {
   const prog::Group& g = program_.groups[static_cast<size_t>(group)];
   auto c = comms_.find(g.axis);
   comm::Communicator* comm = c == comms_.end() ? nullptr : c->second;
@@ -171,7 +171,7 @@ KernelStatus Executor::start(const prog::Schedule& s, int group, int after_node,
       out.data = place(s, m);
       if (src.data != out.data) std::memcpy(out.data, src.data, static_cast<size_t>(src.elements) * 4);
     }
-    if (comm) work_[static_cast<size_t>(group)] = comm->allReduce(flat.data(), static_cast<int64_t>(flat.size()));
+    if (comm && !defer) work_[static_cast<size_t>(group)] = comm->allReduce(flat.data(), static_cast<int64_t>(flat.size()));
     bucket_events_.push_back({g.bucket, after_node, nodes_left});
     return {};
   }

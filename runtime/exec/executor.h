@@ -67,7 +67,7 @@ class Executor {
   void* place(const prog::Schedule& s, int node);
   KernelStatus runNode(const prog::Schedule& s, int node, const RunContext& ctx);
   KernelStatus localSlice(const ir::Node& n, const TensorView& in, TensorView& out);
-  KernelStatus start(const prog::Schedule& s, int group, int after_node, int64_t nodes_left);
+  KernelStatus start(const prog::Schedule& s, int group, int after_node, int64_t nodes_left, bool defer);
   KernelStatus wait(int group);
   void placeGathered(int group);
   static void copyPiece(const float* from, const Shape& piece, int k, float* to, int64_t block_elements, int64_t at);

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <tuple>
 
 #include "core/hash.h"
@@ -122,6 +123,7 @@ class Trainer {
       exec_->bindParam(p.spec->path, p.value.data());
       p.grad.assign(p.value.size(), 0.0f);
     }
+    if (c_.accumulate > 1) findBucketReduced();
     if (!c_.init_file.empty() && !initFrom(c_.init_file)) return 1;
     if (!openData()) return 1;
     if (!checkpoints_.start(err_)) return 1;
@@ -323,11 +325,66 @@ class Trainer {
     for (const auto& [name, v] : b.ints) exec_->setInput(name, v.data(), static_cast<int64_t>(v.size()));
   }
 
+  // With accumulation, the gradients the program reduces in buckets are
+  // reduced once per step (PyTorch's no_sync): each micro-batch keeps its
+  // partial sums, the trainer adds them up, then all-reduces the sums — the
+  // reductions and what follows them (a stacked gradient's gather, a slice)
+  // are linear, so this is the same gradient for 1/k of the traffic. Here:
+  // which parameters' gradients come through a bucket, over which axes.
+  void findBucketReduced() {
+    const prog::Program& g = *c_.program;
+    std::vector<std::vector<int>> readers(g.nodes.size());
+    for (const ir::Node& n : g.nodes)
+      for (int x : n.inputs) readers[static_cast<size_t>(x)].push_back(n.id);
+    std::map<std::string, size_t> index;
+    for (size_t i = 0; i < params_.size(); ++i) index[params_[i].spec->path] = i;
+    std::map<std::string, std::set<size_t>> by_axis;
+    for (const prog::Group& grp : g.groups) {
+      if (grp.bucket < 0) continue;
+      std::vector<int> todo(grp.members.begin(), grp.members.end());
+      while (!todo.empty()) {
+        const int v = todo.back();
+        todo.pop_back();
+        for (int r : readers[static_cast<size_t>(v)]) {
+          const ir::Node& n = g[r];
+          if (n.op == ir::Op::Update && index.count(n.name)) by_axis[grp.axis].insert(index[n.name]);
+          if (n.op == ir::Op::SliceGrad) todo.push_back(r);
+        }
+      }
+    }
+    for (const auto& [axis, members] : by_axis) deferred_[axis].assign(members.begin(), members.end());
+  }
+
+  // The once-per-step reduction of the deferred gradients, one flat
+  // all-reduce per axis.
+  bool reduceDeferred(int64_t step) {
+    for (const auto& [axis, members] : deferred_) {
+      auto c = c_.comms.find(axis);
+      if (c == c_.comms.end() || !c->second) continue;  // a one-rank axis
+      std::vector<float> flat;
+      for (size_t i : members) flat.insert(flat.end(), params_[i].grad.begin(), params_[i].grad.end());
+      comm::Status st = c->second->allReduce(flat.data(), static_cast<int64_t>(flat.size()))->wait();
+      if (!st.ok) {
+        err_ += "step " + std::to_string(step) + ": all-reduce of the accumulated gradients over `" + axis + "`: " +
+                st.message + "\n";
+        return false;
+      }
+      size_t at = 0;
+      for (size_t i : members) {
+        std::copy(flat.begin() + static_cast<std::ptrdiff_t>(at),
+                  flat.begin() + static_cast<std::ptrdiff_t>(at + params_[i].grad.size()), params_[i].grad.begin());
+        at += params_[i].grad.size();
+      }
+    }
+    return true;
+  }
+
   bool microBatches(int64_t step, double& loss) {
     const prog::Program& g = *c_.program;
     RunContext ctx;
     ctx.training = true;
     ctx.threads = c_.threads;
+    ctx.defer_buckets = c_.accumulate > 1;
     double sum = 0;
     // One micro-batch: the executor writes the gradients straight into the
     // accumulators (where it can), so nothing is copied.
@@ -359,6 +416,7 @@ class Trainer {
       }
     }
     if (c_.accumulate == 1) unshareStepGrads();
+    if (c_.accumulate > 1 && !reduceDeferred(step)) return false;
     if (c_.accumulate > 1) {
       float inv = 1.0f / static_cast<float>(c_.accumulate);
       for (Param& p : params_)
@@ -592,6 +650,7 @@ class Trainer {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Executor> exec_;
   std::vector<Param> params_;
+  std::map<std::string, std::vector<size_t>> deferred_;  // axis → params reduced once per step (no_sync)
   data::Dataset train_, eval_;
   std::unique_ptr<data::Loader> train_loader_;
   io::MetricsWriter metrics_;

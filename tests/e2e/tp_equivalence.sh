@@ -3,7 +3,8 @@
 # real processes, AdamW with clipping, 15 steps, f32 — each layout against
 # the one-process run of the same global batch from the same weights
 # (within 1e-5 relative): tp = 2 and 4 on a GPT, dp = 2 × tp = 2, dp = 3, a
-# vocabulary split, a sequence split, sequence parallelism (with dp and a vocabulary split too), a LLaMA-style block, dropout, the char_gpt
+# vocabulary split, a sequence split, sequence parallelism (with dp and a vocabulary split too), a LLaMA-style block, dropout, accumulation (gradients reduced once per
+# step), the char_gpt
 # sample at tp = 2, a run from a whole-tensor --init; and a checkpoint
 # written at tp = 2 resumed at 1 rank, at tp = 4 and at dp = 2 × tp = 2;
 # and the planned memory per rank against what rank 0 holds, on three layouts.
@@ -69,6 +70,14 @@ base=odd1 layout odd_vocab odd.dtl 2 "mesh tp = 2; split vocab over tp; split he
 base=odd1 layout odd_vocab4 odd.dtl 4 "mesh tp = 4; split vocab over tp"
 "$dtlc" run g.dtl --set train.batch=12 --no-checkpoints --metrics one12.jsonl >/dev/null
 base=one12 layout dp3 g.dtl 3 "mesh dp = 3; split batch over dp" --set train.batch=4
+
+# With accumulation the gradient buckets are reduced once per step (no_sync):
+# each micro-batch's partial sums are added up first — the same numbers.
+sed 's/seed = 4/seed = 4\n  accumulate = 2/' g.dtl >acc.dtl
+"$dtlc" run acc.dtl --no-checkpoints --metrics acc1.jsonl >/dev/null
+base=acc1 layout acc_dp2tp2 acc.dtl 4 "mesh dp = 2, tp = 2; split batch over dp; split heads over tp; split hidden over tp; split seq over tp" \
+  --set train.batch=4
+base=acc1 layout acc_dp2 acc.dtl 2 "mesh dp = 2; split batch over dp" --set train.batch=4
 
 # The plan's memory per rank is what rank 0 holds (--memory-report after
 # step 1): parameters, gradients and optimiser state to the byte, and the
