@@ -83,6 +83,7 @@ std::string printProgram(const Program& p) {
   for (const Group& g : p.groups) out += "group " + std::to_string(g.id) + ": " + groupText(p, g) + "\n";
   out += scheduleText(p, p.train, "train");
   out += scheduleText(p, p.eval, "eval");
+  out += scheduleText(p, p.update, "update");
   out += "loss %" + std::to_string(p.loss) + "\n";
   for (const auto& [name, id] : p.metrics) out += "metric " + name + " %" + std::to_string(id) + "\n";
   for (const auto& [path, id] : p.grads) out += "grad " + path + " %" + std::to_string(id) + "\n";

@@ -12,9 +12,10 @@
 //   and is waited for right before the first instruction that reads one of
 //   its results (or at the end of the run), so bucket overlap and, later,
 //   prefetching are the same mechanism.
-// - Two schedules: `train` (forward and backward) and `eval` (the forward
-//   pass and what makes the loss and metrics global). Each gives every value
-//   its storage and numbers the executor's buffer slots from liveness.
+// - Three schedules: `train` (forward and backward), `eval` (the forward
+//   pass and what makes the loss and metrics global) and `update` (the
+//   optimiser's step on this rank's pieces). Each gives every value its
+//   storage and numbers the executor's buffer slots from liveness.
 #pragma once
 
 #include <cstdint>
@@ -76,6 +77,10 @@ struct Program {
   std::vector<std::vector<layout::Placement>> placement;  // per node, per axis
   std::vector<Group> groups;
   Schedule train, eval;
+  // The optimiser step: every Update node, run once per optimiser step after
+  // the step's micro-batches (and clipping), on this rank's pieces of the
+  // parameters with the step's gradients and optimiser state the caller binds.
+  Schedule update;
   int loss = -1;
   int forward_end = 0;
   std::vector<std::pair<std::string, int>> metrics;

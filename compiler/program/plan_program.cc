@@ -44,6 +44,7 @@ class Planner {
     groups();
     p_.train = schedule(true);
     p_.eval = schedule(false, p_.train.slot_words);  // in the training schedule's slots
+    p_.update = updates();
   }
 
  private:
@@ -123,6 +124,19 @@ class Planner {
       if (in[static_cast<size_t>(n.id)]) s.storage[static_cast<size_t>(n.id)] = storage(n, train);
     if (train) placeTraining(s);
     assignSlots(p_, s, kept(), pool);
+    return s;
+  }
+
+  // The optimiser step: each Update, in graph order, updating its
+  // parameter's storage in place.
+  Schedule updates() const {
+    Schedule s;
+    s.storage.assign(n_, Storage{});
+    for (const Node& n : g_.nodes) {
+      if (n.op != Op::Update) continue;
+      s.instrs.push_back(Instr{Instr::Run, n.id, {}});
+      s.storage[static_cast<size_t>(n.id)] = {Storage::Param, -1, 0};
+    }
     return s;
   }
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 
 namespace dtl::rt {
 
@@ -366,6 +367,23 @@ KernelStatus Executor::wait(int group) {
                                                  : n.op == ir::Op::ReduceScatter ? "reduce-scatter"
                                                                                  : "all-gather");
   return {false, what + " over `" + g.axis + "`: " + s.message};
+}
+
+KernelStatus Executor::update(const optim::Optimizer& opt, int64_t step, double lr) {
+  for (const prog::Instr& in : program_.update.instrs) {
+    const ir::Node& n = program_[in.id];
+    auto p = params_.find(n.name);
+    auto g = step_grads_.find(n.name);
+    auto st = states_.find(n.name);
+    if (p == params_.end() || g == step_grads_.end() || st == states_.end() || !p->second || !g->second)
+      return {false, "update of `" + n.name + "`: its parameter, gradient or optimiser state is not bound"};
+    try {
+      opt.update(p->second, g->second, n.shape.elements().value_or(0), *st->second, step, lr);
+    } catch (const std::invalid_argument& e) {
+      return {false, "update of `" + n.name + "`: " + e.what()};
+    }
+  }
+  return {};
 }
 
 float Executor::value(int node) const {

@@ -4,7 +4,7 @@
 // size the planner gave them, and reused by every run; nothing is zeroed
 // (every kernel writes all of its output). Parameters live outside, bound by
 // path; gradients can be written straight into caller memory (bindGrad).
-// Update nodes are not run here: the trainer applies the optimiser.
+// Update nodes run in the update schedule (update()), once per optimiser step.
 #pragma once
 
 #include <map>
@@ -16,6 +16,7 @@
 #include "core/program.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/exec/backend.h"
+#include "runtime/optim/optimizer.h"
 
 namespace dtl::rt {
 
@@ -53,6 +54,13 @@ class Executor {
   // Forward only (evaluation) or forward + backward (training).
   KernelStatus run(bool with_backward, const RunContext& ctx);
 
+  // The optimiser step (the program's update schedule): each Update node
+  // updates its parameter's piece in place from the gradient and state bound
+  // here. `step` counts from 1; `lr` is this step's scheduled rate.
+  void bindStepGrad(const std::string& path, float* grad) { step_grads_[path] = grad; }
+  void bindState(const std::string& path, optim::ParamState* state) { states_[path] = state; }
+  KernelStatus update(const optim::Optimizer& opt, int64_t step, double lr);
+
   float value(int node) const;  // a scalar the run kept (loss, metrics)
   // d(loss)/d(param) from the last run, which must have been a backward one
   // (an evaluation run reuses the buffers), in the param's storage order.
@@ -84,6 +92,8 @@ class Executor {
   };
   std::vector<Slot> slots_;
   std::vector<void*> placed_;  // per node: its storage this run
+  std::map<std::string, float*> step_grads_;  // per parameter path: this step's gradient
+  std::map<std::string, optim::ParamState*> states_;
   std::vector<std::vector<float>> flat_;      // per group: a bucket's buffer
   std::map<int, std::vector<float>> padded_;  // per uneven all-gather: this rank's piece, padded
   std::map<int, std::vector<float>> outputs_;  // unbound gradient outputs, by node

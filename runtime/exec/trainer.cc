@@ -450,11 +450,16 @@ class Trainer {
     }
   }
 
+  // The program's update schedule on this step's gradients.
   bool update(const optim::Optimizer& opt, int64_t step, double lr) {
     if (c_.clip > 0 && !clip(step)) return false;
-    for (Param& p : params_)
-      opt.update(p.value.data(), p.step_grad, static_cast<int64_t>(p.value.size()), p.state, step, lr);
-    return true;
+    for (Param& p : params_) {
+      exec_->bindStepGrad(p.spec->path, p.step_grad);
+      exec_->bindState(p.spec->path, &p.state);
+    }
+    KernelStatus s = exec_->update(opt, step, lr);
+    if (!s.ok) err_ += "step " + std::to_string(step) + ": " + s.message + "\n";
+    return s.ok;
   }
 
   // Global-norm clipping over the whole gradients: a sharded gradient's norm
