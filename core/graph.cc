@@ -41,6 +41,7 @@ const char* opName(Op op) {
     case Op::AllReduce: return "all_reduce";
     case Op::AllGather: return "all_gather";
     case Op::ReduceScatter: return "reduce_scatter";
+    case Op::AllToAll: return "all_to_all";
     case Op::LocalSlice: return "local_slice";
     case Op::PickClass: return "pick_class";
     case Op::PickClassGrad: return "pick_class_grad";

@@ -71,6 +71,8 @@ enum class Op {
   AllReduce,      // Partial → Replicate: sum over the axis (names = {"max"}: the largest)
   AllGather,      // Shard(names[0]) → Replicate
   ReduceScatter,  // Partial → Shard(names[0])
+  AllToAll,       // Shard(names[0]) → Shard(names[1]): each rank sends every other its part of names[1]
+                  // and receives its part of names[1] with all of names[0]
   LocalSlice,     // Replicate → Shard(names[0]): this rank's slice of a value every rank holds whole;
                   // no communication. In a rank's program `index` is where its slice starts in its input.
 };
@@ -89,7 +91,8 @@ struct Bucket {
 const char* opName(Op op);
 // The nodes the layout pass inserts to change a placement (their `fn` says why).
 inline bool isConversion(Op op) {
-  return op == Op::AllReduce || op == Op::AllGather || op == Op::ReduceScatter || op == Op::LocalSlice;
+  return op == Op::AllReduce || op == Op::AllGather || op == Op::ReduceScatter || op == Op::AllToAll ||
+         op == Op::LocalSlice;
 }
 
 struct Node {

@@ -103,12 +103,15 @@ class Pass {
     Placement p = place_[static_cast<size_t>(id)][a];
     if (p.kind == Placement::Replicate) return id;
     const bool scatter = !into.empty() && p.kind == Placement::Partial && !p.max && src.shape.has(into);
+    // Shard(D) → Shard(into): an all-to-all, 1/n of a gather's bytes.
+    const bool exchange = !into.empty() && p.kind == Placement::Shard && p.dim != into && src.shape.has(into);
+    const std::string target = scatter || exchange ? into : "";
     // One conversion per value, axis and target, however many consumers need
     // it (the loss and its gradient both read the gathered logits).
-    auto done = converted_.find({id, a, scatter ? into : ""});
+    auto done = converted_.find({id, a, target});
     if (done != converted_.end()) return done->second;
     Node c;
-    c.op = scatter ? Op::ReduceScatter : p.kind == Placement::Partial ? Op::AllReduce : Op::AllGather;
+    c.op = scatter ? Op::ReduceScatter : exchange ? Op::AllToAll : p.kind == Placement::Partial ? Op::AllReduce : Op::AllGather;
     c.shape = src.shape;
     c.dtype = src.dtype;
     c.inputs = {id};
@@ -116,12 +119,13 @@ class Pass {
     if (p.kind == Placement::Shard) c.names = {p.dim};
     if (p.kind == Placement::Partial && p.max) c.names = {"max"};
     if (scatter) c.names = {into};
+    if (exchange) c.names = {p.dim, into};
     c.fn = why;
     c.where = ruleWhere(p.kind == Placement::Shard ? p.dim : partialOrigin(id, a));
     // Shapes are global: the conversion changes the placement, not the shape.
     Pl pl = place_[static_cast<size_t>(id)];
-    pl[a] = scatter ? Placement{Placement::Shard, into} : Placement{};
-    return converted_[{id, a, scatter ? into : ""}] = add(std::move(c), std::move(pl));
+    pl[a] = target.empty() ? Placement{} : Placement{Placement::Shard, into};
+    return converted_[{id, a, target}] = add(std::move(c), std::move(pl));
   }
 
   // The dim a partial sum on axis `a` is best reduce-scattered into for a
@@ -379,10 +383,10 @@ class Pass {
           n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` needs all of `" + p.dim + "`");
           continue;
         }
-        if (p.dim != shard) {
+        if (p.dim != shard) {  // exchanged for the kept dim when it has it (all-to-all), else gathered
           n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` meets `" + shard + "` and `" + p.dim +
                                                     "` sharded over `" + mesh_[a].name + "`; it keeps `" + shard +
-                                                    "`, whose rule comes first");
+                                                    "`, whose rule comes first", shard);
           continue;
         }
         if (sums.count(p.dim)) reduced = true;
@@ -504,6 +508,11 @@ double bytesSent(const ir::Graph& g, const Layout& layout) {
     for (const MeshAxis& a : layout.mesh)
       if (a.name == n.name) n_ranks = static_cast<double>(a.size);
     const int sized = n.op == Op::ReduceScatter ? n.inputs[0] : n.id;  // of the whole it reduces
+    if (n.op == Op::AllToAll) {  // each rank sends n − 1 of the n parts of its piece
+      sent += static_cast<double>(localShape(n.shape, layout.of[static_cast<size_t>(n.id)], layout.mesh).elements().value_or(0)) *
+              4 * (n_ranks - 1) / n_ranks;
+      continue;
+    }
     const double bytes = static_cast<double>(
         localShape(g[sized].shape, layout.of[static_cast<size_t>(sized)], layout.mesh).elements().value_or(0)) * 4;
     if (n.op == Op::AllReduce) sent += bytes * 2 * (n_ranks - 1) / n_ranks;

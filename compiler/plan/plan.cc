@@ -70,11 +70,9 @@ std::vector<Collective> collectives(const ir::Graph& g, const prog::Program& p) 
     out.push_back(std::move(c));
   }
   for (const ir::Node& n : g.nodes) {
-    if ((n.op != ir::Op::AllReduce && n.op != ir::Op::AllGather && n.op != ir::Op::ReduceScatter) ||
-        in_bucket[static_cast<size_t>(n.id)])
-      continue;
+    if (!ir::isConversion(n.op) || n.op == ir::Op::LocalSlice || in_bucket[static_cast<size_t>(n.id)]) continue;
     Collective c;
-    c.op = n.op == ir::Op::AllReduce ? "all_reduce" : n.op == ir::Op::AllGather ? "all_gather" : "reduce_scatter";
+    c.op = ir::opName(n.op);
     c.axis = n.name;
     c.dtype = dtypeName(n.dtype);
     // A reduce-scatter's formula is of the whole it reduces (its input).

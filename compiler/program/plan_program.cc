@@ -88,6 +88,9 @@ class Planner {
         const int64_t ranks = axisSize(n.name), whole = p_[n.inputs[0]].shape.dims.at(static_cast<size_t>(k)).size;
         grp.elements = elements(p_[n.inputs[0]]) / std::max<int64_t>(whole, 1) * ((whole + ranks - 1) / ranks) * (ranks + 1);
       }
+      // An all-to-all packs one block per rank and receives one from each,
+      // every block padded to the largest pieces of both dims.
+      if (n.op == Op::AllToAll) grp.elements = 2 * axisSize(n.name) * exchangeBlock(n);
       // The largest over the ranks: every rank's values arrive (an
       // all-gather) and are compared when the group is waited for.
       if (isMaxReduce(n)) grp.elements = elements(p_[n.id]) * axisSize(n.name);
@@ -283,6 +286,22 @@ class Planner {
     for (const auto& [name, id] : g_.metrics) keep[static_cast<size_t>(id)] = true;
     for (const auto& [path, id] : g_.grads) keep[static_cast<size_t>(id)] = true;
     return keep;
+  }
+
+  // An all-to-all's block: its input with the dim it gives up and the dim
+  // it takes each at their largest piece.
+  int64_t exchangeBlock(const Node& n) const {
+    const int64_t ranks = axisSize(n.name);
+    const Shape& in = p_[n.inputs[0]].shape;
+    const Shape& out = p_[n.id].shape;
+    int64_t block = 1;
+    for (size_t d = 0; d < in.dims.size(); ++d) {
+      const std::string& name = in.dims[d].name;
+      if (name == n.names.at(0)) block *= layout::pieceSize(out.dims[static_cast<size_t>(out.find(name))].size, ranks, 0);
+      else if (name == n.names.at(1)) block *= layout::pieceSize(in.dims[d].size, ranks, 0);
+      else block *= in.dims[d].size;
+    }
+    return block;
   }
 
   int64_t axisSize(const std::string& axis) const {

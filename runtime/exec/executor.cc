@@ -10,6 +10,8 @@
 // parameter or bound gradient, a block of a bucket or of another value.
 #include "runtime/exec/executor.h"
 
+#include "runtime/exec/param_shards.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -185,6 +187,7 @@ KernelStatus Executor::start(const prog::Schedule& s, int group, int after_node,
   out.elements = n.shape.elements().value_or(0);
   out.data = place(s, m);
   if (n.op == ir::Op::ReduceScatter) return reduceScatter(group, in, out, comm);
+  if (n.op == ir::Op::AllToAll) return allToAll(group, in, out, comm);
   if (n.op == ir::Op::AllReduce && g.elements > 0 && comm) {
     // The largest: every rank's values, compared at wait() (largestOf).
     work_[static_cast<size_t>(group)] = comm->allGather(in.f(), flat_[static_cast<size_t>(group)].data(), in.elements);
@@ -281,6 +284,90 @@ void Executor::unscatter(int group) {
   copyRows(flat.data() + ranks * block, outer, largest, inner, 0, out.f(), mine, 0, mine);
 }
 
+// Shard(from) → Shard(to): block r of the send half of the group's buffer
+// is this rank's piece of `from` with rank r's part of `to`; block r of the
+// receive half, rank r's piece of `from` with this rank's part of `to`,
+// goes to rank r's place along `from` (exchanged() at wait). Blocks are
+// padded to the largest pieces (uneven splits).
+namespace {
+
+struct Exchange {
+  int k_from = -1, k_to = -1;
+  int64_t ranks = 1, from_whole = 0, to_whole = 0;
+  std::vector<int64_t> block;  // dims of one padded block
+};
+
+Exchange exchangeOf(const ir::Node& n, const Shape& in, const Shape& out, int64_t ranks) {
+  Exchange e;
+  e.ranks = ranks;
+  e.k_from = in.find(n.names.at(0));
+  e.k_to = in.find(n.names.at(1));
+  e.from_whole = out.dims[static_cast<size_t>(out.find(n.names[0]))].size;
+  e.to_whole = in.dims[static_cast<size_t>(e.k_to)].size;
+  for (const Dim& d : in.dims) e.block.push_back(d.size);
+  e.block[static_cast<size_t>(e.k_from)] = layout::pieceSize(e.from_whole, ranks, 0);
+  e.block[static_cast<size_t>(e.k_to)] = layout::pieceSize(e.to_whole, ranks, 0);
+  return e;
+}
+
+int64_t count(const std::vector<int64_t>& dims) {
+  int64_t c = 1;
+  for (int64_t d : dims) c *= d;
+  return c;
+}
+
+std::vector<int64_t> dimsOf(const Shape& s) {
+  std::vector<int64_t> out;
+  for (const Dim& d : s.dims) out.push_back(d.size);
+  return out;
+}
+
+}  // namespace
+
+KernelStatus Executor::allToAll(int group, const TensorView& in, TensorView& out, comm::Communicator* comm) {
+  const ir::Node& n = program_[program_.groups[static_cast<size_t>(group)].members[0]];
+  if (!comm) {  // a one-rank axis: nothing moves
+    std::memcpy(out.data, in.data, static_cast<size_t>(std::min(in.elements, out.elements)) * 4);
+    return {};
+  }
+  const Exchange e = exchangeOf(n, in.shape, out.shape, comm->size());
+  const int64_t block = count(e.block);
+  std::vector<float>& flat = flat_[static_cast<size_t>(group)];
+  std::fill(flat.begin(), flat.end(), 0.0f);
+  const std::vector<int64_t> in_dims = dimsOf(in.shape);
+  for (int64_t r = 0; r < e.ranks; ++r) {
+    std::vector<int64_t> sizes = in_dims, at(in_dims.size(), 0);
+    sizes[static_cast<size_t>(e.k_to)] = layout::pieceSize(e.to_whole, e.ranks, r);
+    at[static_cast<size_t>(e.k_to)] = layout::pieceStart(e.to_whole, e.ranks, r);
+    std::vector<float> part(static_cast<size_t>(count(sizes)));
+    if (part.empty()) continue;
+    copyBox(const_cast<float*>(in.f()), in_dims, part.data(), sizes, at, false);
+    copyBox(flat.data() + r * block, e.block, part.data(), sizes, std::vector<int64_t>(sizes.size(), 0), true);
+  }
+  work_[static_cast<size_t>(group)] = comm->allToAll(flat.data(), flat.data() + e.ranks * block, block);
+  return {};
+}
+
+void Executor::exchanged(int group) {
+  const prog::Group& g = program_.groups[static_cast<size_t>(group)];
+  const ir::Node& n = program_[g.members[0]];
+  const TensorView& in = views_[static_cast<size_t>(n.inputs[0])];
+  TensorView& out = views_[static_cast<size_t>(g.members[0])];
+  const Exchange e = exchangeOf(n, in.shape, out.shape, axisRanks(n.name));
+  const int64_t block = count(e.block);
+  const std::vector<int64_t> out_dims = dimsOf(out.shape);
+  std::vector<float>& flat = flat_[static_cast<size_t>(group)];
+  for (int64_t r = 0; r < e.ranks; ++r) {
+    std::vector<int64_t> sizes = out_dims, at(out_dims.size(), 0);
+    sizes[static_cast<size_t>(e.k_from)] = layout::pieceSize(e.from_whole, e.ranks, r);
+    at[static_cast<size_t>(e.k_from)] = layout::pieceStart(e.from_whole, e.ranks, r);
+    std::vector<float> part(static_cast<size_t>(count(sizes)));
+    if (part.empty()) continue;
+    copyBox(flat.data() + (e.ranks + r) * block, e.block, part.data(), sizes, std::vector<int64_t>(sizes.size(), 0), false);
+    copyBox(out.f(), out_dims, part.data(), sizes, at, true);
+  }
+}
+
 int64_t Executor::axisRanks(const std::string& axis) const {
   for (const layout::MeshAxis& a : program_.mesh)
     if (a.name == axis) return std::max<int64_t>(a.size, 1);
@@ -355,6 +442,8 @@ KernelStatus Executor::wait(int group) {
         largestOf(group);
       } else if (op == ir::Op::ReduceScatter) {
         unscatter(group);
+      } else if (op == ir::Op::AllToAll) {
+        exchanged(group);
       } else {
         placeGathered(group);
       }
@@ -365,6 +454,7 @@ KernelStatus Executor::wait(int group) {
   std::string what = g.bucket >= 0 ? "all-reduce of bucket " + std::to_string(g.bucket)
                                    : std::string(n.op == ir::Op::AllReduce       ? "all-reduce"
                                                  : n.op == ir::Op::ReduceScatter ? "reduce-scatter"
+                                                 : n.op == ir::Op::AllToAll      ? "all-to-all"
                                                                                  : "all-gather");
   return {false, what + " over `" + g.axis + "`: " + s.message};
 }

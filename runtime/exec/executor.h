@@ -82,6 +82,8 @@ class Executor {
   void largestOf(int group);
   KernelStatus reduceScatter(int group, const TensorView& in, TensorView& out, comm::Communicator* comm);
   void unscatter(int group);
+  KernelStatus allToAll(int group, const TensorView& in, TensorView& out, comm::Communicator* comm);
+  void exchanged(int group);
   int64_t axisRanks(const std::string& axis) const;
 
   const prog::Program& program_;

@@ -8,8 +8,20 @@ namespace dtl::rt {
 
 namespace {
 
-// Copies the box of `sizes` at `offsets` of a tensor of `whole` dims to (or,
-// with `into_whole`, from) a dense tensor of `sizes`; row-major, 4-byte values.
+std::vector<int64_t> sizesOf(const Shape& s) {
+  std::vector<int64_t> out;
+  for (const Dim& d : s.dims) out.push_back(d.size);
+  return out;
+}
+
+int64_t count(const std::vector<int64_t>& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+}  // namespace
+
 void copyBox(float* whole, const std::vector<int64_t>& dims, float* box, const std::vector<int64_t>& sizes,
              const std::vector<int64_t>& offsets, bool into_whole) {
   const size_t rank = dims.size();
@@ -34,20 +46,6 @@ void copyBox(float* whole, const std::vector<int64_t>& dims, float* box, const s
     }
   }
 }
-
-std::vector<int64_t> sizesOf(const Shape& s) {
-  std::vector<int64_t> out;
-  for (const Dim& d : s.dims) out.push_back(d.size);
-  return out;
-}
-
-int64_t count(const std::vector<int64_t>& sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
-}
-
-}  // namespace
 
 bool ShardOf::sharded() const {
   for (size_t a = 0; a < placement.size() && a < mesh.size(); ++a)

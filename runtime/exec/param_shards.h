@@ -26,6 +26,11 @@ struct ShardOf {
   bool sharded() const;  // split over any axis of size > 1
 };
 
+// Copies the box of `sizes` at `offsets` of a row-major tensor of `dims` to
+// (or, with `into_whole`, from) a dense tensor of `sizes` (4-byte values).
+void copyBox(float* whole, const std::vector<int64_t>& dims, float* box, const std::vector<int64_t>& sizes,
+             const std::vector<int64_t>& offsets, bool into_whole);
+
 // This rank's piece of a whole tensor (`global` holds global.elements() values).
 std::vector<float> takeLocal(const float* global, const ShardOf& s);
 

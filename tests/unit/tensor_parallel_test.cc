@@ -255,6 +255,29 @@ TEST(TensorParallel, DropoutDropsWhatOneProcessDrops) {
   expectOneProcessResults(dropoutGpt(""), dropoutGpt("mesh tp = 2; split seq over tp"), 2, 16);
 }
 
+// Shard(seq) meets Shard(heads) on a value that has both dims: it is
+// exchanged (an all-to-all), not gathered.
+std::string exchangeSpec(const std::string& parallel) {
+  return "model M {\n  dim f = 8, heads = 4, seq = 6, c = 5\n  input x : f32[batch, seq, f]\n  input y : i32[batch, seq]\n"
+         "  param pos : [seq, f] init normal(std = 0.5)\n  param wq : [f, heads] init normal(std = 0.5)\n"
+         "  param wk : [f, heads] init normal(std = 0.5)\n  param wc : [heads, c] init normal(std = 0.5)\n"
+         "  q = (x + pos) @ wq\n  k = x @ wk\n  logits = tanh(q * k) @ wc\n"
+         "  loss = cross_entropy(logits, y, over = c)\n}\n"
+         "data { train { synthetic(seed = 1) } }\ntrain {\n  batch = 8\n  steps = 1\n  optimizer = sgd(lr = 0.1)\n}\n" +
+         (parallel.empty() ? "" : "parallel { " + parallel + " }\n");
+}
+
+TEST(TensorParallel, TwoShardsMeetThroughAnAllToAll) {
+  for (int tp : {2, 3}) {  // 3: seq 6 evenly, heads 4 unevenly (2 + 1 + 1)
+    const std::string rules = "mesh tp = " + std::to_string(tp) + "; split seq over tp; split heads over tp";
+    auto fe = compile(exchangeSpec(rules), tp);
+    int exchanges = 0;
+    for (const ir::Node& n : fe->graph().nodes) exchanges += n.op == ir::Op::AllToAll;
+    EXPECT_GT(exchanges, 0) << tp;
+    expectOneProcessResults(exchangeSpec(""), exchangeSpec(rules), tp, 5);
+  }
+}
+
 TEST(TensorParallel, LlamaBlockHeadsAndHidden) {
   expectGpt("mesh tp = 2; split heads over tp; split hidden over tp", 2, 1, true);
 }
