@@ -79,6 +79,15 @@ base=acc1 layout acc_dp2tp2 acc.dtl 4 "mesh dp = 2, tp = 2; split batch over dp;
   --set train.batch=4
 base=acc1 layout acc_dp2 acc.dtl 2 "mesh dp = 2; split batch over dp" --set train.batch=4
 
+# --verify, the check a user runs on their own spec, reports the same on
+# these layouts: equal losses within the tolerance.
+for name in sp odd_vocab; do
+  "$dtlc" run "$name.dtl" --nproc 2 --verify 5 --no-checkpoints >"verify_$name.out" 2>&1 ||
+    { echo "--verify on $name failed:"; tail -3 "verify_$name.out"; status=1; }
+  grep -q ": ok$" "verify_$name.out" || { echo "--verify on $name did not report ok"; status=1; }
+  tail -1 "verify_$name.out"
+done
+
 # The plan's memory per rank is what rank 0 holds (--memory-report after
 # step 1): parameters, gradients and optimiser state to the byte, and the
 # executor's buffers equal the planned activations plus communication buffers.
