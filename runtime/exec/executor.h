@@ -78,7 +78,6 @@ class Executor {
   KernelStatus start(const prog::Schedule& s, int group, int after_node, int64_t nodes_left, bool defer);
   KernelStatus wait(int group);
   void placeGathered(int group);
-  static void copyPiece(const float* from, const Shape& piece, int k, float* to, int64_t block_elements, int64_t at);
   void largestOf(int group);
   KernelStatus reduceScatter(int group, const TensorView& in, TensorView& out, comm::Communicator* comm);
   void unscatter(int group);
