@@ -60,7 +60,11 @@ struct Group {
   std::vector<int> members;  // collective nodes, in production order
   int bucket = -1;           // the gradient bucket it is (graph.buckets), or -1: a single collective
   int start_after = -1;      // the value whose readiness starts it
-  int64_t elements = 0;      // a bucket's flat buffer; a non-leading all-gather's receive buffer; else 0
+  // The group's own buffer: a bucket's flat buffer; the receive blocks of an
+  // all-gather of a non-leading dim or of uneven pieces; a reduce-scatter's
+  // packed blocks and its own; an all-to-all's send and receive blocks; a
+  // max all-reduce's gathered values; else 0 (the result is written directly).
+  int64_t elements = 0;
 };
 
 struct Schedule {

@@ -253,9 +253,10 @@ class Pass {
   // Is the op linear in input k, so a Partial input gives a Partial output?
   static bool linearIn(const Node& n, size_t k, const std::vector<bool>& partial) {
     switch (n.op) {
-      case Op::Align: case Op::ReduceTo: case Op::Reshape: case Op::Slice: case Op::SliceGrad:
-      case Op::Cast: case Op::DropoutGrad:
+      case Op::Align: case Op::ReduceTo: case Op::Reshape: case Op::Slice: case Op::Cast: case Op::DropoutGrad:
         return true;
+      case Op::SliceGrad:  // a stack of copies: partial in all of them or in none (P beside R counts R n times)
+        return std::find(partial.begin(), partial.end(), false) == partial.end();
       case Op::Unary: return n.fn == "neg";
       case Op::Reduce: return n.fn != "max";
       case Op::Binary:
@@ -358,12 +359,17 @@ class Pass {
       std::vector<bool> partial;
       for (int in : n.inputs) partial.push_back(place_[static_cast<size_t>(in)][a].kind == Placement::Partial);
       // Partial inputs of a non-linear use are reduced first (a largest-of is
-      // linear in nothing).
-      for (size_t k = 0; k < n.inputs.size(); ++k) {
-        if (partial[k] && (!linearIn(old, k, partial) || place_[static_cast<size_t>(n.inputs[k])][a].max)) {
-          n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` is not linear in a partial sum",
-                                scatterDim(n.inputs[k], a, n, whole));
-          partial[k] = false;
+      // linear in nothing). Until nothing changes: reducing one input can
+      // make the op non-linear in another (P + P(max) → P + R).
+      for (bool changed = true; changed;) {
+        changed = false;
+        for (size_t k = 0; k < n.inputs.size(); ++k) {
+          if (partial[k] && (!linearIn(old, k, partial) || place_[static_cast<size_t>(n.inputs[k])][a].max)) {
+            n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` is not linear in a partial sum",
+                                  scatterDim(n.inputs[k], a, n, whole));
+            partial[k] = false;
+            changed = true;
+          }
         }
       }
       bool any_partial = std::find(partial.begin(), partial.end(), true) != partial.end();
@@ -515,7 +521,9 @@ double bytesSent(const ir::Graph& g, const Layout& layout) {
     }
     const double bytes = static_cast<double>(
         localShape(g[sized].shape, layout.of[static_cast<size_t>(sized)], layout.mesh).elements().value_or(0)) * 4;
-    if (n.op == Op::AllReduce) sent += bytes * 2 * (n_ranks - 1) / n_ranks;
+    const bool max = n.op == Op::AllReduce && !n.names.empty() && n.names[0] == "max";
+    if (max) sent += bytes * (n_ranks - 1);  // every rank's values gathered (plan.cc's formula)
+    else if (n.op == Op::AllReduce) sent += bytes * 2 * (n_ranks - 1) / n_ranks;
     if (n.op == Op::AllGather || n.op == Op::ReduceScatter) sent += bytes * (n_ranks - 1) / n_ranks;
   }
   return sent;

@@ -1,5 +1,5 @@
 // The layout pass: gives every value of the training graph a placement on
-// each mesh axis — Replicate, Shard(dim) or Partial(sum) — and inserts a
+// each mesh axis — Replicate, Shard(dim), Partial(sum) or Partial(max) — and inserts a
 // collective wherever a consumer needs another placement than its producer
 // gives (language.md §9). Data parallelism is not special-cased: `split
 // batch over dp` shards the inputs, the loss's mean over `batch` makes the

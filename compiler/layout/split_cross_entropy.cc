@@ -61,7 +61,7 @@ class Rewrite {
 
   // log Σ exp over the classes, per row.
   int logSumExp(int logits, const std::string& c, const Node& from) {
-    const Shape& l = out_[logits].shape;
+    const Shape l = out_[logits].shape;  // a copy: add() may move the nodes
     const Shape rows = rowsOf(l, c);
     const int m = add(Op::Reduce, {logits}, rows, from, "max", {c});
     const int z = add(Op::Binary, {logits, m}, l, from, "sub");
@@ -88,7 +88,7 @@ class Rewrite {
     const int logits = map_[static_cast<size_t>(n.inputs[0])], labels = map_[static_cast<size_t>(n.inputs[1])];
     const int dy = map_[static_cast<size_t>(n.inputs[2])];
     const std::string& c = n.names[0];
-    const Shape& l = out_[logits].shape;
+    const Shape l = out_[logits].shape;  // a copy: add() may move the nodes
     auto it = lse_.find({logits, labels});
     const int lse = it != lse_.end() ? it->second : logSumExp(logits, c, n);
     const int t = add(Op::Binary, {logits, lse}, l, n, "sub");

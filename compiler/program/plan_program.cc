@@ -317,9 +317,9 @@ class Planner {
   std::map<int, int64_t> offset_;  // bucket member → its offset in the flat buffer
 };
 
-// Where a rank's block of node `id` starts in the flat global tensor. Only
-// the leading dim may be sharded (the layout refuses a dropout sharded along
-// another), so the block is contiguous.
+// Where a rank's block of node `id` starts in the flat global tensor, when
+// only its leading dim is split (the block is contiguous; dropoutBlock
+// handles the others).
 int64_t globalOffset(const Shape& global, const prog::Program& p, int id) {
   if (global.dims.empty()) return 0;
   int64_t inner = 1;

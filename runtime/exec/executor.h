@@ -95,7 +95,7 @@ class Executor {
   std::vector<void*> placed_;  // per node: its storage this run
   std::map<std::string, float*> step_grads_;  // per parameter path: this step's gradient
   std::map<std::string, optim::ParamState*> states_;
-  std::vector<std::vector<float>> flat_;      // per group: a bucket's buffer
+  std::vector<std::vector<float>> flat_;      // per group: its own buffer (prog::Group::elements)
   std::map<int, std::vector<float>> padded_;  // per uneven all-gather: this rank's piece, padded
   std::map<int, std::vector<float>> outputs_;  // unbound gradient outputs, by node
   std::map<std::string, float*> params_;

@@ -254,6 +254,16 @@ class Trainer {
     return out;
   }
 
+  // Whether this rank's group over the axes `s` is split on holds global
+  // rank 0: every coordinate on the other axes is 0.
+  static bool groupHasWriter(const ShardOf& s) {
+    for (size_t a = 0; a < s.mesh.size() && a < s.coords.size(); ++a) {
+      const bool split = a < s.placement.size() && s.placement[a].kind == layout::Placement::Shard && s.mesh[a].size > 1;
+      if (!split && s.coords[a] != 0) return false;
+    }
+    return true;
+  }
+
   // A sharded tensor whole, on every rank of the axes it is split over (all
   // of them call this together).
   bool whole(const Param& p, const std::vector<float>& piece, std::vector<float>& out) {
@@ -546,7 +556,9 @@ class Trainer {
     const bool writer = c_.global_rank == 0;
     std::vector<float> w;
     for (const Param& p : params_) {
-      if (!p.shard.sharded() && !writer) continue;
+      // Only the ranks gathering for the writer: its group on the axes the
+      // tensor is split over (those whose other coordinates are 0).
+      if (!writer && (!p.shard.sharded() || !groupHasWriter(p.shard))) continue;
       if (!whole(p, p.value, w)) return false;
       if (writer) c.params.push_back(blob(p.spec->path, p.spec->shape, w));
       const std::vector<float>* state[2] = {&p.state.a, &p.state.b};

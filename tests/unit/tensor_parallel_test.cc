@@ -255,6 +255,35 @@ TEST(TensorParallel, DropoutDropsWhatOneProcessDrops) {
   expectOneProcessResults(dropoutGpt(""), dropoutGpt("mesh tp = 2; split seq over tp"), 2, 16);
 }
 
+// Regression: the split loss's rewrite held a shape by reference across
+// node inserts; with the loss at a growth boundary of the node list its
+// shapes came out empty. One extra node at a time, across boundaries.
+TEST(TensorParallel, SplitLossAtAnyNodeCount) {
+  for (int extra = 0; extra < 8; ++extra) {
+    auto spec = [&](const std::string& parallel) {
+      std::string s = gptSpec(parallel, 8, 1);
+      std::string scale;
+      for (int i = 0; i < extra; ++i) scale += " * 1.0";
+      s.replace(s.find("@ tok.table\n"), 12, "@ tok.table" + scale + "\n");
+      return s;
+    };
+    expectOneProcessResults(spec(""), spec("mesh tp = 2; split vocab over tp"), 2, 16);
+  }
+}
+
+// Regression: a partial sum added to a partial max (both from a dim split
+// over tp) reduced the max and then counted the result tp times.
+TEST(TensorParallel, SumPlusMaxOfASplitDim) {
+  auto spec = [](const std::string& parallel) {
+    return "model M {\n  dim d = 8, hidden = 6, c = 3\n  input x : f32[batch, d]\n  input y : i32[batch]\n"
+           "  up = Linear(d, hidden)\n  param v : [hidden, c] init normal(std = 0.5)\n  h = gelu(up(x))\n"
+           "  s = h @ v + max(h, over = hidden)\n  loss = cross_entropy(s, y, over = c)\n}\n"
+           "data { train { synthetic(seed = 5) } }\ntrain {\n  batch = 4\n  steps = 1\n  optimizer = sgd(lr = 0.1)\n}\n" +
+           (parallel.empty() ? "" : "parallel { " + parallel + " }\n");
+  };
+  expectOneProcessResults(spec(""), spec("mesh tp = 2; split hidden over tp"), 2, 3);
+}
+
 // Shard(seq) meets Shard(heads) on a value that has both dims: it is
 // exchanged (an all-to-all), not gathered.
 std::string exchangeSpec(const std::string& parallel) {
