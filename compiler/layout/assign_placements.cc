@@ -5,12 +5,14 @@
 //    whole samples; everything else starts Replicate.
 // 2. Nodes are visited in order (the backward and optimiser follow the
 //    forward, so one pass covers the training graph). Per axis:
-//    - a Partial input of an op that is not linear in it is all-reduced;
+//    - a Partial input of an op that is not linear in it is all-reduced, or
+//      reduce-scattered into a dim a rule splits over the axis;
 //    - a Shard(D) input where the op needs all of D (softmax over D, …) is
-//      all-gathered;
+//      all-gathered; of two dims split over the axis the first rule's is
+//      kept, the other exchanged for it (all-to-all) or gathered;
 //    - otherwise a sharded D the output keeps stays Shard(D), and a sharded
 //      D the op sums away (contraction, reduction, the loss's mean) makes
-//      the output Partial.
+//      the output Partial (a max: Partial(max)).
 // 3. The graph's shapes are global. Means over a sharded dim: each rank's
 //    kernel averages its local slice, scaled by local/global size so the
 //    partial values sum to the global mean (a mean's gradient is already 1/global
@@ -317,144 +319,170 @@ class Pass {
   void visit(const Node& old) {
     Node n = old;
     for (int& in : n.inputs) in = map_[static_cast<size_t>(in)];
-    Pl out(mesh_.size());
-    if (n.op == Op::Input || n.op == Op::Param) {
-      // An input is fed by samples: only its leading dim is split as it is
-      // read; a consumer that needs another dim split slices it locally.
-      // A parameter is split on each dim a rule names (the first one per axis).
-      for (size_t k = 0; k < n.shape.dims.size(); ++k) {
-        if (n.op == Op::Input && k > 0) break;
-        auto it = split_.find(n.shape.dims[k].name);
-        if (it != split_.end() && out[it->second.first].kind == Placement::Replicate)
-          out[it->second.first] = Placement{Placement::Shard, n.shape.dims[k].name};
-      }
-      map_[static_cast<size_t>(old.id)] = add(std::move(n), std::move(out));
-      return;
-    }
-    if (n.op == Op::Update) {
-      // The gradient must be placed like the parameter.
-      for (size_t a = 0; a < mesh_.size(); ++a) {
-        const Placement pp = place_[static_cast<size_t>(n.inputs[0])][a];
-        const Placement gp = place_[static_cast<size_t>(n.inputs[1])][a];
-        if (gp.kind == pp.kind && gp.dim == pp.dim) continue;
-        if (pp.kind == Placement::Replicate) {
-          n.inputs[1] = convert(n.inputs[1], a, "the optimiser updates " + n.name + " on every rank");
-        } else {
-          // Each rank updates its piece: a partial gradient is
-          // reduce-scattered to it; a whole (or otherwise sharded, then
-          // gathered) one is sliced.
-          n.inputs[1] = convert(n.inputs[1], a, "the optimiser updates this rank's piece of " + n.name, pp.dim);
-          if (place_[static_cast<size_t>(n.inputs[1])][a].kind != Placement::Shard) n.inputs[1] = localSlice(n.inputs[1], a, pp.dim);
-        }
-      }
-      out_.grads.emplace_back(n.name, n.inputs[1]);
-      Pl param_place = place_[static_cast<size_t>(n.inputs[0])];
-      map_[static_cast<size_t>(old.id)] = add(std::move(n), std::move(param_place));
-      return;
-    }
+    if (n.op == Op::Input || n.op == Op::Param) return seed(old, std::move(n));
+    if (n.op == Op::Update) return update(old, std::move(n));
     if (old.op == Op::SliceGrad) reduceCopiesFirst(old, n);
-    std::set<std::string> whole = within(old, in_);
-    std::set<std::string> sums = summed(old, in_);
-    for (size_t a = 0; a < mesh_.size(); ++a) {
-      std::vector<bool> partial;
-      for (int in : n.inputs) partial.push_back(place_[static_cast<size_t>(in)][a].kind == Placement::Partial);
-      // Partial inputs of a non-linear use are reduced first (a largest-of is
-      // linear in nothing). Until nothing changes: reducing one input can
-      // make the op non-linear in another (P + P(max) → P + R).
-      for (bool changed = true; changed;) {
-        changed = false;
-        for (size_t k = 0; k < n.inputs.size(); ++k) {
-          if (partial[k] && (!linearIn(old, k, partial) || place_[static_cast<size_t>(n.inputs[k])][a].max)) {
-            n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` is not linear in a partial sum",
-                                  scatterDim(n.inputs[k], a, n, whole));
-            partial[k] = false;
-            changed = true;
-          }
-        }
-      }
-      bool any_partial = std::find(partial.begin(), partial.end(), true) != partial.end();
-      std::string shard;
-      bool reduced = false;
-      // Two dims sharded over one axis meet (x split by `seq` into a
-      // projection split by `heads`): the dim whose rule comes first in the
-      // spec is kept, the other operands gathered.
-      for (int x : n.inputs) {
-        const Placement& p = place_[static_cast<size_t>(x)][a];
-        if (p.kind == Placement::Shard && !whole.count(p.dim) && (shard.empty() || rank(p.dim) < rank(shard))) shard = p.dim;
-      }
-      for (size_t k = 0; k < n.inputs.size(); ++k) {
-        const Placement p = place_[static_cast<size_t>(n.inputs[k])][a];
-        if (p.kind != Placement::Shard) continue;
-        if (whole.count(p.dim)) {
-          n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` needs all of `" + p.dim + "`");
-          continue;
-        }
-        if (p.dim != shard) {  // exchanged for the kept dim when it has it (all-to-all), else gathered
-          n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` meets `" + shard + "` and `" + p.dim +
-                                                    "` sharded over `" + mesh_[a].name + "`; it keeps `" + shard +
-                                                    "`, whose rule comes first", shard);
-          continue;
-        }
-        if (sums.count(p.dim)) reduced = true;
-      }
-      if (!shard.empty() && !reduced && !n.shape.has(shard)) reduced = true;
-      // A partial sum meeting a shard on the same axis is reduced first: a
-      // value is either split or summed over an axis, not both (x split by
-      // `d` times a partial gradient would be the split of a partial sum).
-      if (!shard.empty() && any_partial) {
-        for (size_t k = 0; k < n.inputs.size(); ++k)
-          if (partial[k])
-            n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` meets a partial sum and a value split by `" +
-                                                      shard + "`", shard);
-        any_partial = false;
-      }
-      // A replicated operand that carries the sharded dim: each rank takes
-      // its slice, whether the op keeps the dim or sums it away.
-      if (!shard.empty())
-        for (int& in : n.inputs)
-          if (place_[static_cast<size_t>(in)][a].kind == Placement::Replicate && out_.nodes[static_cast<size_t>(in)].shape.has(shard))
-            in = localSlice(in, a, shard);
-      if (reduced) {
-        out[a] = Placement{Placement::Partial, "", old.op == Op::Reduce && old.fn == "max"};
-        partial_dim_[{static_cast<int>(out_.nodes.size()), a}] = shard;
-      } else if (!shard.empty()) {
-        out[a] = Placement{Placement::Shard, shard};
-      } else if (!any_partial && bornSharded(old, a, out[a])) {
-      } else if (any_partial) {
-        out[a] = Placement{Placement::Partial, ""};
-        for (size_t k = 0; k < n.inputs.size(); ++k)
-          if (partial[k]) partial_dim_[{static_cast<int>(out_.nodes.size()), a}] = partialOrigin(n.inputs[k], a);
-      }
-    }
+    const std::set<std::string> whole = within(old, in_), sums = summed(old, in_);
+    Pl out(mesh_.size());
+    std::vector<std::string> origin(mesh_.size());  // per axis: the split dim a partial result sums
+    for (size_t a = 0; a < mesh_.size(); ++a) out[a] = placeOnAxis(old, n, a, whole, sums, origin[a]);
     int id = add(n, out);
-    // 3. A mean over a split dim: scale the local mean by local / global size.
-    double scale = meanScale(old, n);
-    if (scale != 1.0) {
-      Node c;
-      c.op = Op::Const;
-      c.scalar = scale;
-      c.dtype = n.dtype;
-      c.where = n.where;
-      int cid = add(std::move(c), replicated());
-      Node m;
-      m.op = Op::Binary;
-      m.fn = "mul";
-      m.shape = n.shape;
-      m.dtype = n.dtype;
-      m.inputs = {id, cid};
-      m.where = n.where;
-      Pl keep = place_[static_cast<size_t>(id)];
-      int mid = add(std::move(m), keep);
-      for (size_t a = 0; a < mesh_.size(); ++a)
-        if (partial_dim_.count({id, a})) partial_dim_[{mid, a}] = partial_dim_[{id, a}];
-      id = mid;
-    }
+    for (size_t a = 0; a < mesh_.size(); ++a)
+      if (out[a].kind == Placement::Partial) partial_dim_[{id, a}] = origin[a];
+    id = scaleMean(old, n, id);
     if (reduce_early_.count(old.id))
       for (size_t a = 0; a < mesh_.size(); ++a)
         if (place_[static_cast<size_t>(id)][a].kind == Placement::Partial)
           id = convert(id, a, "reduced before its readers fork: one reduction instead of one on every branch",
                        firstRuledDim(id, a));
     map_[static_cast<size_t>(old.id)] = id;
+  }
+
+  // 1. An input is fed by samples: only its leading dim is split as it is
+  // read; a consumer that needs another dim split slices it locally. A
+  // parameter is split on each dim a rule names (the first one per axis).
+  void seed(const Node& old, Node n) {
+    Pl out(mesh_.size());
+    for (size_t k = 0; k < n.shape.dims.size(); ++k) {
+      if (n.op == Op::Input && k > 0) break;
+      auto it = split_.find(n.shape.dims[k].name);
+      if (it != split_.end() && out[it->second.first].kind == Placement::Replicate)
+        out[it->second.first] = Placement{Placement::Shard, n.shape.dims[k].name};
+    }
+    map_[static_cast<size_t>(old.id)] = add(std::move(n), std::move(out));
+  }
+
+  // 4. The gradient must be placed like the parameter: reduced for a
+  // replicated one; for a split one, reduce-scattered to this rank's piece,
+  // exchanged for it, or sliced.
+  void update(const Node& old, Node n) {
+    for (size_t a = 0; a < mesh_.size(); ++a) {
+      const Placement pp = place_[static_cast<size_t>(n.inputs[0])][a];
+      const Placement gp = place_[static_cast<size_t>(n.inputs[1])][a];
+      if (gp.kind == pp.kind && gp.dim == pp.dim) continue;
+      if (pp.kind == Placement::Replicate) {
+        n.inputs[1] = convert(n.inputs[1], a, "the optimiser updates " + n.name + " on every rank");
+      } else {
+        n.inputs[1] = convert(n.inputs[1], a, "the optimiser updates this rank's piece of " + n.name, pp.dim);
+        if (place_[static_cast<size_t>(n.inputs[1])][a].kind != Placement::Shard) n.inputs[1] = localSlice(n.inputs[1], a, pp.dim);
+      }
+    }
+    out_.grads.emplace_back(n.name, n.inputs[1]);
+    Pl param_place = place_[static_cast<size_t>(n.inputs[0])];
+    map_[static_cast<size_t>(old.id)] = add(std::move(n), std::move(param_place));
+  }
+
+  // 2. One axis of an op: its inputs converted where the op needs it, and
+  // the placement of its result.
+  Placement placeOnAxis(const Node& old, Node& n, size_t a, const std::set<std::string>& whole,
+                        const std::set<std::string>& sums, std::string& origin) {
+    std::vector<bool> partial = reduceNonLinearPartials(old, n, a, whole);
+    bool any_partial = std::find(partial.begin(), partial.end(), true) != partial.end();
+    bool reduced = false;
+    const std::string shard = resolveShards(old, n, a, whole, sums, reduced);
+    // A partial sum meeting a shard on the same axis is reduced first: a
+    // value is either split or summed over an axis, not both (x split by
+    // `d` times a partial gradient would be the split of a partial sum).
+    if (!shard.empty() && any_partial) {
+      for (size_t k = 0; k < n.inputs.size(); ++k)
+        if (partial[k])
+          n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` meets a partial sum and a value split by `" +
+                                                    shard + "`", shard);
+      any_partial = false;
+    }
+    // A replicated operand that carries the sharded dim: each rank takes
+    // its slice, whether the op keeps the dim or sums it away.
+    if (!shard.empty())
+      for (int& in : n.inputs)
+        if (place_[static_cast<size_t>(in)][a].kind == Placement::Replicate && out_.nodes[static_cast<size_t>(in)].shape.has(shard))
+          in = localSlice(in, a, shard);
+    Placement out;
+    if (reduced) {
+      out = Placement{Placement::Partial, "", old.op == Op::Reduce && old.fn == "max"};
+      origin = shard;
+    } else if (!shard.empty()) {
+      out = Placement{Placement::Shard, shard};
+    } else if (!any_partial && bornSharded(old, a, out)) {
+    } else if (any_partial) {
+      out = Placement{Placement::Partial, ""};
+      for (size_t k = 0; k < n.inputs.size(); ++k)
+        if (partial[k]) origin = partialOrigin(n.inputs[k], a);
+    }
+    return out;
+  }
+
+  // Partial inputs of a non-linear use are reduced first (a largest-of is
+  // linear in nothing). Until nothing changes: reducing one input can make
+  // the op non-linear in another (P + P(max) → P + R). Returns which inputs
+  // are still partial.
+  std::vector<bool> reduceNonLinearPartials(const Node& old, Node& n, size_t a, const std::set<std::string>& whole) {
+    std::vector<bool> partial;
+    for (int in : n.inputs) partial.push_back(place_[static_cast<size_t>(in)][a].kind == Placement::Partial);
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        if (partial[k] && (!linearIn(old, k, partial) || place_[static_cast<size_t>(n.inputs[k])][a].max)) {
+          n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` is not linear in a partial sum",
+                                scatterDim(n.inputs[k], a, n, whole));
+          partial[k] = false;
+          changed = true;
+        }
+      }
+    }
+    return partial;
+  }
+
+  // The dim the op's result keeps split over axis `a`: inputs split along a
+  // dim the op needs whole are gathered; where two dims split over the axis
+  // meet (x split by `seq` into a projection split by `heads`) the dim whose
+  // rule comes first in the spec is kept and the other operands exchanged
+  // for it (all-to-all) or gathered. `reduced`: the op sums the kept dim away.
+  std::string resolveShards(const Node& old, Node& n, size_t a, const std::set<std::string>& whole,
+                            const std::set<std::string>& sums, bool& reduced) {
+    std::string shard;
+    for (int x : n.inputs) {
+      const Placement& p = place_[static_cast<size_t>(x)][a];
+      if (p.kind == Placement::Shard && !whole.count(p.dim) && (shard.empty() || rank(p.dim) < rank(shard))) shard = p.dim;
+    }
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const Placement p = place_[static_cast<size_t>(n.inputs[k])][a];
+      if (p.kind != Placement::Shard) continue;
+      if (whole.count(p.dim)) {
+        n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` needs all of `" + p.dim + "`");
+      } else if (p.dim != shard) {
+        n.inputs[k] = convert(n.inputs[k], a, std::string("`") + ir::opName(old.op) + "` meets `" + shard + "` and `" + p.dim +
+                                                  "` sharded over `" + mesh_[a].name + "`; it keeps `" + shard +
+                                                  "`, whose rule comes first", shard);
+      } else if (sums.count(p.dim)) {
+        reduced = true;
+      }
+    }
+    if (!shard.empty() && !reduced && !n.shape.has(shard)) reduced = true;
+    return shard;
+  }
+
+  // 3. A mean over a split dim: the local mean scaled by local / global size.
+  int scaleMean(const Node& old, const Node& n, int id) {
+    const double scale = meanScale(old, n);
+    if (scale == 1.0) return id;
+    Node c;
+    c.op = Op::Const;
+    c.scalar = scale;
+    c.dtype = n.dtype;
+    c.where = n.where;
+    int cid = add(std::move(c), replicated());
+    Node m;
+    m.op = Op::Binary;
+    m.fn = "mul";
+    m.shape = n.shape;
+    m.dtype = n.dtype;
+    m.inputs = {id, cid};
+    m.where = n.where;
+    Pl keep = place_[static_cast<size_t>(id)];
+    int mid = add(std::move(m), keep);
+    for (size_t a = 0; a < mesh_.size(); ++a)
+      if (partial_dim_.count({id, a})) partial_dim_[{mid, a}] = partial_dim_[{id, a}];
+    return mid;
   }
 
   // local / global element count of the mean a node takes: each rank's
