@@ -25,6 +25,7 @@
 #include "core/json.h"
 #include "runtime/exec/checkpointing.h"
 #include "runtime/exec/executor.h"
+#include "runtime/exec/grad_sync.h"
 #include "runtime/exec/param_init.h"
 #include "runtime/exec/param_shards.h"
 #include "runtime/exec/train_state.h"
@@ -34,23 +35,10 @@
 #include "runtime/io/file_ops.h"
 #include "runtime/io/metrics_writer.h"
 #include "runtime/io/progress.h"
-#include "runtime/optim/clip.h"
 
 namespace dtl::rt {
 
 namespace {
-
-struct Param {
-  const ParamSpec* spec;
-  ShardOf shard;              // the piece of spec->shape this rank holds
-  std::vector<float> value;   // this rank's piece (local shape)
-  std::vector<float> grad;  // accumulated over micro-batches
-  // This step's gradient: `grad`, or with one micro-batch the executor's own
-  // memory when it could not be written into `grad` (a reduced gradient is
-  // a view of its bucket): the optimiser reads it there, uncopied.
-  float* step_grad = nullptr;
-  optim::ParamState state;
-};
 
 io::TensorBlob blob(const std::string& name, const Shape& shape, const std::vector<float>& v) {
   io::TensorBlob b;
@@ -335,58 +323,14 @@ class Trainer {
     for (const auto& [name, v] : b.ints) exec_->setInput(name, v.data(), static_cast<int64_t>(v.size()));
   }
 
-  // With accumulation, the gradients the program reduces in buckets are
-  // reduced once per step (PyTorch's no_sync): each micro-batch keeps its
-  // partial sums, the trainer adds them up, then all-reduces the sums — the
-  // reductions and what follows them (a stacked gradient's gather, a slice)
-  // are linear, so this is the same gradient for 1/k of the traffic. Here:
-  // which parameters' gradients come through a bucket, over which axes.
-  void findBucketReduced() {
-    const prog::Program& g = *c_.program;
-    std::vector<std::vector<int>> readers(g.nodes.size());
-    for (const ir::Node& n : g.nodes)
-      for (int x : n.inputs) readers[static_cast<size_t>(x)].push_back(n.id);
-    std::map<std::string, size_t> index;
-    for (size_t i = 0; i < params_.size(); ++i) index[params_[i].spec->path] = i;
-    std::map<std::string, std::set<size_t>> by_axis;
-    for (const prog::Group& grp : g.groups) {
-      if (grp.bucket < 0) continue;
-      std::vector<int> todo(grp.members.begin(), grp.members.end());
-      while (!todo.empty()) {
-        const int v = todo.back();
-        todo.pop_back();
-        for (int r : readers[static_cast<size_t>(v)]) {
-          const ir::Node& n = g[r];
-          if (n.op == ir::Op::Update && index.count(n.name)) by_axis[grp.axis].insert(index[n.name]);
-          if (n.op == ir::Op::SliceGrad) todo.push_back(r);
-        }
-      }
-    }
-    for (const auto& [axis, members] : by_axis) deferred_[axis].assign(members.begin(), members.end());
-  }
+  // With accumulation, bucket-reduced gradients are reduced once per step
+  // (grad_sync.h).
+  void findBucketReduced() { deferred_ = bucketReducedParams(*c_.program, params_); }
 
-  // The once-per-step reduction of the deferred gradients, one flat
-  // all-reduce per axis.
   bool reduceDeferred(int64_t step) {
-    for (const auto& [axis, members] : deferred_) {
-      auto c = c_.comms.find(axis);
-      if (c == c_.comms.end() || !c->second) continue;  // a one-rank axis
-      std::vector<float> flat;
-      for (size_t i : members) flat.insert(flat.end(), params_[i].grad.begin(), params_[i].grad.end());
-      comm::Status st = c->second->allReduce(flat.data(), static_cast<int64_t>(flat.size()))->wait();
-      if (!st.ok) {
-        err_ += "step " + std::to_string(step) + ": all-reduce of the accumulated gradients over `" + axis + "`: " +
-                st.message + "\n";
-        return false;
-      }
-      size_t at = 0;
-      for (size_t i : members) {
-        std::copy(flat.begin() + static_cast<std::ptrdiff_t>(at),
-                  flat.begin() + static_cast<std::ptrdiff_t>(at + params_[i].grad.size()), params_[i].grad.begin());
-        at += params_[i].grad.size();
-      }
-    }
-    return true;
+    comm::Status s = reduceAccumulated(params_, deferred_, c_.comms);
+    if (!s.ok) err_ += "step " + std::to_string(step) + ": all-reduce of the accumulated gradients: " + s.message + "\n";
+    return s.ok;
   }
 
   bool microBatches(int64_t step, double& loss) {
@@ -472,37 +416,11 @@ class Trainer {
     return s.ok;
   }
 
-  // Global-norm clipping over the whole gradients: a sharded gradient's norm
-  // is the root of its pieces' summed squares (summed over the axes it is
-  // split on, one all-reduce per set of axes), a replicated one's is taken
-  // once, as one process takes it — so without sharding the result is
-  // PyTorch's to the bit.
+  // Global-norm clipping over the whole gradients (grad_sync.h).
   bool clip(int64_t step) {
-    std::vector<std::pair<float*, int64_t>> grads;
-    std::vector<float> norms;
-    std::map<std::string, std::vector<size_t>> by_axes;  // the axes a gradient is split on → its params
-    for (size_t i = 0; i < params_.size(); ++i) {
-      Param& p = params_[i];
-      grads.emplace_back(p.step_grad, static_cast<int64_t>(p.grad.size()));
-      norms.push_back(optim::normTwo(p.step_grad, static_cast<int64_t>(p.grad.size())));
-      if (!p.shard.sharded()) continue;
-      std::string axes;
-      for (size_t a = 0; a < p.shard.placement.size(); ++a)
-        if (p.shard.placement[a].kind == layout::Placement::Shard && p.shard.mesh[a].size > 1) axes += p.shard.mesh[a].name + " ";
-      by_axes[axes].push_back(i);
-    }
-    for (const auto& [axes, members] : by_axes) {
-      std::vector<float> squares;
-      for (size_t i : members) squares.push_back(norms[i] * norms[i]);
-      comm::Status s = sumOverShards(squares, params_[members[0]].shard, c_.comms);
-      if (!s.ok) {
-        err_ += "step " + std::to_string(step) + ": clipping: " + s.message + "\n";
-        return false;
-      }
-      for (size_t k = 0; k < members.size(); ++k) norms[members[k]] = std::sqrt(squares[k]);
-    }
-    optim::clipGradNormFrom(grads, norms, c_.clip);
-    return true;
+    comm::Status s = clipOverPieces(params_, c_.clip, c_.comms);
+    if (!s.ok) err_ += "step " + std::to_string(step) + ": clipping: " + s.message + "\n";
+    return s.ok;
   }
 
   bool evaluate(int64_t step, int64_t epoch) {

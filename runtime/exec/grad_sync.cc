@@ -1,0 +1,82 @@
+// grad_sync.h: clipping over pieces and the no_sync reduction.
+#include "runtime/exec/grad_sync.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "runtime/optim/clip.h"
+
+namespace dtl::rt {
+
+comm::Status clipOverPieces(std::vector<Param>& params, double max_norm,
+                            const std::map<std::string, comm::Communicator*>& comms) {
+  std::vector<std::pair<float*, int64_t>> grads;
+  std::vector<float> norms;
+  std::map<std::string, std::vector<size_t>> by_axes;  // the axes a gradient is split on → its params
+  for (size_t i = 0; i < params.size(); ++i) {
+    Param& p = params[i];
+    grads.emplace_back(p.step_grad, static_cast<int64_t>(p.grad.size()));
+    norms.push_back(optim::normTwo(p.step_grad, static_cast<int64_t>(p.grad.size())));
+    if (!p.shard.sharded()) continue;
+    std::string axes;
+    for (size_t a = 0; a < p.shard.placement.size(); ++a)
+      if (p.shard.placement[a].kind == layout::Placement::Shard && p.shard.mesh[a].size > 1) axes += p.shard.mesh[a].name + " ";
+    by_axes[axes].push_back(i);
+  }
+  for (const auto& [axes, members] : by_axes) {
+    std::vector<float> squares;
+    for (size_t i : members) squares.push_back(norms[i] * norms[i]);
+    comm::Status s = sumOverShards(squares, params[members[0]].shard, comms);
+    if (!s.ok) return s;
+    for (size_t k = 0; k < members.size(); ++k) norms[members[k]] = std::sqrt(squares[k]);
+  }
+  optim::clipGradNormFrom(grads, norms, max_norm);
+  return {};
+}
+
+std::map<std::string, std::vector<size_t>> bucketReducedParams(const prog::Program& g, const std::vector<Param>& params) {
+  std::vector<std::vector<int>> readers(g.nodes.size());
+  for (const ir::Node& n : g.nodes)
+    for (int x : n.inputs) readers[static_cast<size_t>(x)].push_back(n.id);
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < params.size(); ++i) index[params[i].spec->path] = i;
+  std::map<std::string, std::set<size_t>> by_axis;
+  for (const prog::Group& grp : g.groups) {
+    if (grp.bucket < 0) continue;
+    std::vector<int> todo(grp.members.begin(), grp.members.end());
+    while (!todo.empty()) {  // a member's readers, through the gathers of stacked copies, to its update
+      const int v = todo.back();
+      todo.pop_back();
+      for (int r : readers[static_cast<size_t>(v)]) {
+        const ir::Node& n = g[r];
+        if (n.op == ir::Op::Update && index.count(n.name)) by_axis[grp.axis].insert(index[n.name]);
+        if (n.op == ir::Op::SliceGrad) todo.push_back(r);
+      }
+    }
+  }
+  std::map<std::string, std::vector<size_t>> out;
+  for (const auto& [axis, members] : by_axis) out[axis].assign(members.begin(), members.end());
+  return out;
+}
+
+comm::Status reduceAccumulated(std::vector<Param>& params, const std::map<std::string, std::vector<size_t>>& by_axis,
+                               const std::map<std::string, comm::Communicator*>& comms) {
+  for (const auto& [axis, members] : by_axis) {
+    auto c = comms.find(axis);
+    if (c == comms.end() || !c->second) continue;  // a one-rank axis
+    std::vector<float> flat;
+    for (size_t i : members) flat.insert(flat.end(), params[i].grad.begin(), params[i].grad.end());
+    comm::Status st = c->second->allReduce(flat.data(), static_cast<int64_t>(flat.size()))->wait();
+    if (!st.ok) return {false, "over `" + axis + "`: " + st.message};
+    size_t at = 0;
+    for (size_t i : members) {
+      std::copy(flat.begin() + static_cast<std::ptrdiff_t>(at),
+                flat.begin() + static_cast<std::ptrdiff_t>(at + params[i].grad.size()), params[i].grad.begin());
+      at += params[i].grad.size();
+    }
+  }
+  return {};
+}
+
+}  // namespace dtl::rt
