@@ -30,7 +30,8 @@ std::string describeNode(const ir::Graph& g, int id, const std::map<int, std::st
   auto it = grad_of.find(id);
   if (it != grad_of.end()) return "the gradient of " + it->second + " (%" + std::to_string(id) + ")";
   const ir::Node& n = g.nodes[static_cast<size_t>(id)];
-  return std::string(ir::opName(n.op)) + (n.fn.empty() ? "" : "." + n.fn) + " %" + std::to_string(id) +
+  const bool fn = !n.fn.empty() && !ir::isConversion(n.op);  // a conversion's fn is why it was inserted
+  return std::string(ir::opName(n.op)) + (fn ? "." + n.fn : "") + " %" + std::to_string(id) +
          (n.where.empty() ? "" : " at " + n.where);
 }
 
