@@ -79,12 +79,12 @@ void mesh(const syntax::ParallelDecl& p, int64_t world, ParallelSpec& out, Const
 }
 
 // Every tensor the model names: params, inputs, bound values.
-std::vector<std::pair<std::string, const Shape*>> modelTensors(const Model& model, bool with_values = true) {
+// The tensors a split rule seeds: parameters and inputs (values are laid out
+// from them, by rule order where two split dims meet).
+std::vector<std::pair<std::string, const Shape*>> seededTensors(const Model& model) {
   std::vector<std::pair<std::string, const Shape*>> out;
   for (const ParamInfo& p : model.params) out.emplace_back(p.path, &p.shape);
   for (const InputInfo& i : model.inputs) out.emplace_back(i.name, &i.shape);
-  if (with_values)
-    for (const ValueInfo& v : model.values) out.emplace_back(v.name, &v.shape);
   return out;
 }
 
@@ -140,7 +140,7 @@ void splits(const syntax::ParallelDecl& p, const Model& model, ParallelSpec& out
   }
   // No parameter or input may have two dims split over one axis (a value
   // meeting two is laid out by the rule written first: language guide §11).
-  for (const auto& [name, shape] : modelTensors(model, false)) {
+  for (const auto& [name, shape] : seededTensors(model)) {
     std::map<std::string, const SplitSpec*> axis_of;
     for (const Dim& dm : shape->dims) {
       for (const SplitSpec& s : out.splits) {

@@ -18,7 +18,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <set>
 #include <tuple>
 
 #include "core/hash.h"
@@ -242,14 +241,12 @@ class Trainer {
     return out;
   }
 
-  // Whether this rank's group over the axes `s` is split on holds global
-  // rank 0: every coordinate on the other axes is 0.
-  static bool groupHasWriter(const ShardOf& s) {
-    for (size_t a = 0; a < s.mesh.size() && a < s.coords.size(); ++a) {
-      const bool split = a < s.placement.size() && s.placement[a].kind == layout::Placement::Shard && s.mesh[a].size > 1;
-      if (!split && s.coords[a] != 0) return false;
-    }
-    return true;
+  // Per mesh axis: whether `s` is split over it (writer_ranks.h's terms).
+  static std::vector<bool> splitAxes(const ShardOf& s) {
+    std::vector<bool> out(s.mesh.size(), false);
+    for (size_t a = 0; a < s.mesh.size() && a < s.placement.size(); ++a)
+      out[a] = s.placement[a].kind == layout::Placement::Shard && s.mesh[a].size > 1;
+    return out;
   }
 
   // A sharded tensor whole, on every rank of the axes it is split over (all
@@ -474,9 +471,10 @@ class Trainer {
     const bool writer = c_.global_rank == 0;
     std::vector<float> w;
     for (const Param& p : params_) {
-      // Only the ranks gathering for the writer: its group on the axes the
-      // tensor is split over (those whose other coordinates are 0).
-      if (!writer && (!p.shard.sharded() || !groupHasWriter(p.shard))) continue;
+      // Only the ranks gathering for the writer: the group over the axes the
+      // tensor is split on that holds rank 0 (writesTensor: the ranks whose
+      // other coordinates are 0).
+      if (!writer && (!p.shard.sharded() || !writesTensor(c_.mesh, splitAxes(p.shard), c_.global_rank))) continue;
       if (!whole(p, p.value, w)) return false;
       if (writer) c.params.push_back(blob(p.spec->path, p.spec->shape, w));
       const std::vector<float>* state[2] = {&p.state.a, &p.state.b};

@@ -1,9 +1,9 @@
 // Which rank writes what, in terms of the mesh and a tensor's placement, so
 // that it stays right for any layout: logs and metrics come from global rank
-// 0 alone; each distinct piece of a tensor is written once, by the lowest
-// global rank holding it (a replicated tensor by rank 0, a tensor sharded over
-// `tp` by the tp ranks whose other coordinates are 0); the checkpoint folder's
-// index by rank 0.
+// 0 alone; a checkpoint holds whole tensors, written by rank 0 with the
+// folder's index — a tensor split over `tp` is first gathered by the lowest
+// ranks holding its pieces (writesTensor: the tp ranks whose other
+// coordinates are 0, rank 0's tp group).
 //
 // Ranks are numbered as `dtlc run` lays them on the mesh: the last axis varies
 // fastest (mesh dp = 2, tp = 2: rank = dp·2 + tp).

@@ -88,12 +88,7 @@ struct RankResult {
   std::string error;
 };
 
-ShardOf pieceOf(const prog::Program& program, int id) {
-  return ShardOf{program.nodes[static_cast<size_t>(id)].shape, program.placement[static_cast<size_t>(id)], program.mesh,
-                 program.coords};
-}
-
-// The global-shape node of the laid-out graph behind a program node.
+// One rank: its pieces of the weights and of the global batch through its program.
 RankResult runRank(const driver::Frontend& fe, const Problem& p, int rank,
                    const std::map<std::string, comm::Communicator*>& comms) {
   RankResult r;
