@@ -77,13 +77,15 @@ enum class Op {
                   // no communication. In a rank's program `index` is where its slice starts in its input.
 };
 
-// A group of all-reduces launched together (language.md §9 `bucket`): it
+// A group of gradient reductions launched together (language.md §9
+// `bucket`): all-reduces, or (ZeRO) reduce-scatters into flat pieces. It
 // starts once node `start_after` has run and is waited for where its first
 // member node stands.
 struct Bucket {
   int id = 0;
   std::string axis;
-  std::vector<int> members;  // AllReduce node ids, in production order
+  Op op = Op::AllReduce;     // AllReduce or ReduceScatter
+  std::vector<int> members;  // its op's node ids, in production order
   int start_after = -1;
   int64_t bytes = 0;
 };

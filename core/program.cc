@@ -35,7 +35,7 @@ std::string groupText(const Program& p, const Group& g) {
 
 std::string scheduleText(const Program& p, const Schedule& s, const char* name) {
   std::string out = std::string(name) + ": " + std::to_string(s.instrs.size()) + " instructions, " +
-                    std::to_string(s.slot_words.size()) + " buffer slots, " + std::to_string(s.slotBytes()) + " B\n";
+                    std::to_string(std::count_if(s.slot_words.begin(), s.slot_words.end(), [](int64_t w) { return w > 0; })) + " buffer slots, " + std::to_string(s.slotBytes()) + " B\n";
   for (const Instr& in : s.instrs) {
     std::string line;
     if (in.kind == Instr::Run) {
@@ -57,11 +57,19 @@ std::string scheduleText(const Program& p, const Schedule& s, const char* name) 
 
 }  // namespace
 
+int64_t flatBlock(const Shape& local, const std::string& flat, int64_t ranks) {
+  const Shape v = layout::flatView(local, flat);
+  if (!v.has(flat)) return 0;
+  int64_t outer = 1;
+  for (size_t d = 0; d + 1 < v.dims.size(); ++d) outer *= v.dims[d].size;
+  return outer * layout::pieceSize(v.dims.back().size, std::max<int64_t>(ranks, 1), 0);
+}
+
 int64_t Schedule::slotBytes() const { return wordBytes(slot_words); }
 
 std::vector<int64_t> Program::arenaWords() const {
-  std::vector<int64_t> words(std::max(train.slot_words.size(), eval.slot_words.size()), 0);
-  for (const Schedule* s : {&train, &eval})
+  std::vector<int64_t> words(std::max({train.slot_words.size(), eval.slot_words.size(), update.slot_words.size()}), 0);
+  for (const Schedule* s : {&train, &eval, &update})
     for (size_t k = 0; k < s->slot_words.size(); ++k) words[k] = std::max(words[k], s->slot_words[k]);
   return words;
 }

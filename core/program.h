@@ -92,12 +92,20 @@ struct Program {
   std::vector<ir::Bucket> buckets;                 // the bucketing pass's, for reporting
 
   const ir::Node& operator[](int id) const { return nodes[static_cast<size_t>(id)]; }
-  // The executor's buffer slots: both schedules number theirs from 0 and
-  // never run at once, so slot k is as large as the larger of the two.
+  // The executor's buffer slots: training and evaluation number theirs from
+  // 0 and never run at once, so slot k is as large as the larger of the two;
+  // the update's slots come after theirs (the step's gradients may still be
+  // in training slots while it runs).
   std::vector<int64_t> arenaWords() const;
   int64_t arenaBytes() const;   // saturates at INT64_MAX
   int64_t groupBytes() const;  // saturates at INT64_MAX
 };
+
+// ZeRO's flat pieces on the wire: a value of local shape `local` cut along
+// flat dim `flat` over `ranks` travels as blocks of `outer` rows (its kept,
+// stacked dims) of the largest piece each — every rank's block padded to
+// the same size.
+int64_t flatBlock(const Shape& local, const std::string& flat, int64_t ranks);
 
 // `dtlc check --emit=program`: the mesh and coordinates, each schedule's
 // instructions with the node, its local shape and storage, and what each

@@ -71,7 +71,14 @@ void Frontend::layOut() {
                             : "implied: no parallel block";
     rules.push_back({s.dim, s.axis, where});
   }
-  layout_errors_ = layout::assignPlacements(graph_, mesh, rules, layout_);
+  layout::ZeroRule zero;
+  if (spec_.parallel.zero > 0) {
+    auto at = spec_.parallel.where.find("zero");
+    const diag::Loc loc = at == spec_.parallel.where.end() ? diag::Loc{} : at->second;
+    zero = {static_cast<int>(spec_.parallel.zero), spec_.parallel.zero_axis,
+            loc.valid() ? sources_->name(loc.file) + ":" + std::to_string(loc.line) + ":" + std::to_string(loc.col) : "--set"};
+  }
+  layout_errors_ = layout::assignPlacements(graph_, mesh, rules, layout_, zero);
   passes::bucketGradients(graph_, spec_.parallel.bucket_bytes, spec_.parallel.overlap);
 }
 

@@ -21,6 +21,13 @@
 //    and metrics are read as global values: conversions are inserted there.
 //    A stacked parameter's gradient is reduced copy by copy, before it is
 //    gathered, so each layer's reduction overlaps the layers still to come.
+// 5. ZeRO (`zero`): on its axis the update runs on a flat piece of each
+//    parameter (each layer's copy cut on its own): the gradient is
+//    reduce-scattered (copy by copy) into it; a replicated parameter gives
+//    its piece by a local slice and gets the updated pieces back by an
+//    all-gather (levels 1, 2); at level 3 the parameter is seeded as that
+//    piece, and every reader but a layer's slice gets it all-gathered — one
+//    gather shared by the forward pass's readers, one by the backward's.
 #include "compiler/layout/assign_placements.h"
 
 #include "compiler/layout/split_cross_entropy.h"
@@ -42,14 +49,17 @@ class Pass {
   // `reduce_early`: values of `in` reduced as soon as they are made when they
   // are partial sums (see assignPlacements).
   Pass(const ir::Graph& in, const std::vector<MeshAxis>& mesh, const std::vector<SplitRule>& rules,
-       const std::set<int>& reduce_early)
-      : in_(in), mesh_(mesh), reduce_early_(reduce_early) {
+       const std::set<int>& reduce_early, const ZeroRule& zero)
+      : in_(in), mesh_(mesh), reduce_early_(reduce_early), zero_(zero) {
     for (const SplitRule& r : rules) {
       for (size_t a = 0; a < mesh.size(); ++a)
         if (mesh[a].name == r.axis) split_[r.dim] = {a, r.where};
       priority_[r.dim] = static_cast<int>(priority_.size());  // the spec's order: the first rule wins
     }
+    for (size_t a = 0; a < mesh.size(); ++a)
+      if (zero.level > 0 && mesh[a].name == zero.axis) zero_axis_ = static_cast<int>(a);
     findStackUpdates();
+    findStackDepths();
   }
 
   std::vector<std::string> run(ir::Graph& out, Layout& layout) {
@@ -104,9 +114,10 @@ class Pass {
     const Node& src = out_.nodes[static_cast<size_t>(id)];
     Placement p = place_[static_cast<size_t>(id)][a];
     if (p.kind == Placement::Replicate) return id;
-    const bool scatter = !into.empty() && p.kind == Placement::Partial && !p.max && src.shape.has(into);
+    const bool scatter = !into.empty() && p.kind == Placement::Partial && !p.max && holds(src.shape, into);
     // Shard(D) → Shard(into): an all-to-all, 1/n of a gather's bytes.
-    const bool exchange = !into.empty() && p.kind == Placement::Shard && p.dim != into && src.shape.has(into);
+    const bool exchange = !into.empty() && p.kind == Placement::Shard && p.dim != into && src.shape.has(into) &&
+                          !p.flat() && !Placement::isFlat(into);
     const std::string target = scatter || exchange ? into : "";
     // One conversion per value, axis and target, however many consumers need
     // it (the loss and its gradient both read the gathered logits).
@@ -199,11 +210,93 @@ class Pass {
     const Node& u = in_[update];
     const Pl param = place_[static_cast<size_t>(map_[static_cast<size_t>(u.inputs[0])])];
     for (size_t a = 0; a < mesh_.size(); ++a) {
+      if (static_cast<int>(a) == zero_axis_ && (param[a].kind == Placement::Replicate || param[a].flat())) {
+        const std::string flat = flatOf(u.inputs[0]);
+        for (int& x : n.inputs) x = toPiece(x, a, flat, "the optimiser updates this rank's piece of " + u.name + "; each layer is reduce-scattered when its backward pass is done");
+        continue;
+      }
       if (param[a].kind != Placement::Replicate) continue;
       for (int& x : n.inputs)
         if (place_[static_cast<size_t>(x)][a].kind == Placement::Partial)
           x = convert(x, a, "the optimiser updates " + u.name + " on every rank; each layer is reduced when its backward pass is done");
     }
+  }
+
+  // How many leading dims of each parameter are stacked copies (`repeat`):
+  // the dims a layer's Slice peels off.
+  void findStackDepths() {
+    std::vector<std::pair<int, int>> root(in_.nodes.size(), {-1, 0});  // node → (its parameter, depth)
+    stack_depth_.assign(in_.nodes.size(), 0);
+    for (const Node& n : in_.nodes) {
+      if (n.op == Op::Param) root[static_cast<size_t>(n.id)] = {n.id, 0};
+      if (n.op != Op::Slice || n.names.empty()) continue;
+      const auto [param, depth] = root[static_cast<size_t>(n.inputs[0])];
+      if (param < 0 || in_[n.inputs[0]].shape.find(n.names[0]) != 0) continue;
+      root[static_cast<size_t>(n.id)] = {param, depth + 1};
+      stack_depth_[static_cast<size_t>(param)] = std::max(stack_depth_[static_cast<size_t>(param)], depth + 1);
+    }
+  }
+
+  // The flat dim ZeRO cuts parameter `param` (an input-graph id) along: all
+  // but its stacked dims.
+  std::string flatOf(int param) const {
+    return flatDim(in_[param].shape, static_cast<size_t>(stack_depth_[static_cast<size_t>(param)]));
+  }
+
+  // Value `id` as this rank's flat piece on axis `a`: a partial sum
+  // reduce-scattered into it, a replicated value sliced; a value split
+  // along a named dim is gathered first.
+  int toPiece(int id, size_t a, const std::string& flat, const std::string& why) {
+    Placement p = place_[static_cast<size_t>(id)][a];
+    if (p.kind == Placement::Shard && p.dim == flat) return id;
+    if (p.kind == Placement::Shard || p.max) id = convert(id, a, why);
+    p = place_[static_cast<size_t>(id)][a];
+    if (p.kind == Placement::Partial) return convert(id, a, why, flat);
+    return localSlice(id, a, flat);
+  }
+
+  // ZeRO-3: a parameter's flat pieces whole again on axis `a`, for the
+  // forward pass's readers or the backward pass's: one gather per pass, so
+  // the gathered value lives only while its pass uses it.
+  int gatherPieces(int id, size_t a, bool backward) {
+    const std::string phase = backward ? "#backward" : "#forward";
+    auto done = converted_.find({id, a, phase});
+    if (done != converted_.end()) return done->second;
+    const Node& src = out_.nodes[static_cast<size_t>(id)];
+    Node c;
+    c.op = Op::AllGather;
+    c.shape = src.shape;
+    c.dtype = src.dtype;
+    c.inputs = {id};
+    c.name = mesh_[a].name;
+    c.names = {place_[static_cast<size_t>(id)][a].dim};
+    c.fn = std::string("zero = 3: gathered for the ") + (backward ? "backward" : "forward") + " pass, freed after its last use there";
+    c.where = ruleWhere(c.names[0]);
+    Pl pl = place_[static_cast<size_t>(id)];
+    pl[a] = Placement{};
+    return converted_[{id, a, phase}] = add(std::move(c), std::move(pl));
+  }
+
+  // A flat shard is kept by a layer's Slice of a stacked piece and by the
+  // gather of stacked copies' pieces; every other reader gets the value
+  // whole. Returns the flat dim the result keeps, or "".
+  std::string resolveFlat(const Node& old, Node& n, size_t a) {
+    std::string kept;
+    bool all_flat = !n.inputs.empty();
+    for (int x : n.inputs) all_flat = all_flat && place_[static_cast<size_t>(x)][a].flat();
+    for (int& x : n.inputs) {
+      const Placement p = place_[static_cast<size_t>(x)][a];
+      if (!p.flat()) continue;
+      const Shape& in = out_.nodes[static_cast<size_t>(x)].shape;
+      const bool slices_kept_dim = old.op == Op::Slice && !old.names.empty() && in.find(old.names[0]) >= 0 &&
+                                   in.find(old.names[0]) < flatStart(in, p.dim);
+      if (slices_kept_dim || (old.op == Op::SliceGrad && all_flat)) {
+        kept = p.dim;
+        continue;
+      }
+      x = gatherPieces(x, a, old.id >= in_.forward_end);
+    }
+    return kept;
   }
 
   int replicate(int id, const std::string& why) {
@@ -218,6 +311,7 @@ class Pass {
   }
 
   std::string ruleWhere(const std::string& dim) const {
+    if (Placement::isFlat(dim)) return "zero = " + std::to_string(zero_.level) + " (" + zero_.where + ")";
     auto it = split_.find(dim);
     return it == split_.end() ? "" : "split " + dim + " over " + mesh_[it->second.first].name + " (" + it->second.second + ")";
   }
@@ -349,14 +443,20 @@ class Pass {
       if (it != split_.end() && out[it->second.first].kind == Placement::Replicate)
         out[it->second.first] = Placement{Placement::Shard, n.shape.dims[k].name};
     }
+    // ZeRO-3: a parameter is stored as this rank's flat piece.
+    if (n.op == Op::Param && zero_.level >= 3 && zero_axis_ >= 0 &&
+        out[static_cast<size_t>(zero_axis_)].kind == Placement::Replicate)
+      out[static_cast<size_t>(zero_axis_)] = Placement{Placement::Shard, flatOf(old.id)};
     map_[static_cast<size_t>(old.id)] = add(std::move(n), std::move(out));
   }
 
   // 4. The gradient must be placed like the parameter: reduced for a
   // replicated one; for a split one, reduce-scattered to this rank's piece,
-  // exchanged for it, or sliced.
+  // exchanged for it, or sliced. On ZeRO's axis, last (its piece is of what
+  // the other axes leave this rank), the step runs on flat pieces (5).
   void update(const Node& old, Node n) {
     for (size_t a = 0; a < mesh_.size(); ++a) {
+      if (static_cast<int>(a) == zero_axis_) continue;
       const Placement pp = place_[static_cast<size_t>(n.inputs[0])][a];
       const Placement gp = place_[static_cast<size_t>(n.inputs[1])][a];
       if (gp.kind == pp.kind && gp.dim == pp.dim) continue;
@@ -367,15 +467,50 @@ class Pass {
         if (place_[static_cast<size_t>(n.inputs[1])][a].kind != Placement::Shard) n.inputs[1] = localSlice(n.inputs[1], a, pp.dim);
       }
     }
+    const bool gather_after = zero_axis_ >= 0 && updateOnPieces(old, n, static_cast<size_t>(zero_axis_));
     out_.grads.emplace_back(n.name, n.inputs[1]);
-    Pl param_place = place_[static_cast<size_t>(n.inputs[0])];
-    map_[static_cast<size_t>(old.id)] = add(std::move(n), std::move(param_place));
+    Pl place = place_[static_cast<size_t>(n.inputs[0])];
+    const int id = add(std::move(n), place);
+    map_[static_cast<size_t>(old.id)] = id;
+    if (!gather_after) return;
+    // Levels 1 and 2: every rank gets the updated parameter back whole.
+    const size_t a = static_cast<size_t>(zero_axis_);
+    Node c;
+    c.op = Op::AllGather;
+    c.shape = out_.nodes[static_cast<size_t>(id)].shape;
+    c.dtype = out_.nodes[static_cast<size_t>(id)].dtype;
+    c.inputs = {id};
+    c.name = mesh_[a].name;
+    c.names = {place[a].dim};
+    c.fn = "zero = " + std::to_string(zero_.level) + ": the updated pieces of " + out_.nodes[static_cast<size_t>(id)].name +
+           " gathered on every rank";
+    c.where = ruleWhere(c.names[0]);
+    place[a] = Placement{};
+    add(std::move(c), std::move(place));
+  }
+
+  // 5. The update's parameter and gradient as this rank's flat pieces on
+  // ZeRO's axis `a`. True when the parameter is replicated there (levels 1,
+  // 2), so the updated pieces must be gathered; a parameter a rule splits
+  // over that axis already is left as it is.
+  bool updateOnPieces(const Node& old, Node& n, size_t a) {
+    const Placement pp = place_[static_cast<size_t>(n.inputs[0])][a];
+    if (pp.kind == Placement::Shard && !pp.flat()) return false;
+    const std::string flat = flatOf(old.inputs[0]);
+    n.inputs[1] = toPiece(n.inputs[1], a, flat, "zero = " + std::to_string(zero_.level) +
+                                                    ": the optimiser updates this rank's piece of " + n.name);
+    if (pp.flat()) return false;
+    n.inputs[0] = localSlice(n.inputs[0], a, flat);
+    out_.nodes[static_cast<size_t>(n.inputs[0])].fn = "zero = " + std::to_string(zero_.level) + ": this rank's piece of " + n.name;
+    return true;
   }
 
   // 2. One axis of an op: its inputs converted where the op needs it, and
   // the placement of its result.
   Placement placeOnAxis(const Node& old, Node& n, size_t a, const std::set<std::string>& whole,
                         const std::set<std::string>& sums, std::string& origin) {
+    const std::string flat = resolveFlat(old, n, a);
+    if (!flat.empty()) return Placement{Placement::Shard, flat};
     std::vector<bool> partial = reduceNonLinearPartials(old, n, a, whole);
     bool any_partial = std::find(partial.begin(), partial.end(), true) != partial.end();
     bool reduced = false;
@@ -518,6 +653,9 @@ class Pass {
   const ir::Graph& in_;
   std::vector<MeshAxis> mesh_;
   const std::set<int>& reduce_early_;
+  ZeroRule zero_;
+  int zero_axis_ = -1;             // the mesh axis ZeRO shards over, or -1
+  std::vector<int> stack_depth_;  // per input parameter: its leading stacked dims
   std::map<std::string, std::pair<size_t, std::string>> split_;  // dim → (axis, rule source)
   std::map<std::string, int> priority_;                          // dim → its rule's place in the spec
   ir::Graph out_;
@@ -566,12 +704,12 @@ double bytesSent(const ir::Graph& g, const Layout& layout) {
 // before a layer norm's backward, so its parameters' gradients come out
 // equal on every tp rank and need no reduction of their own.
 std::vector<std::string> assignPlacements(ir::Graph& graph, const std::vector<MeshAxis>& mesh,
-                                          const std::vector<SplitRule>& rules, Layout& out) {
+                                          const std::vector<SplitRule>& rules, Layout& out, const ZeroRule& zero) {
   const ir::Graph g = splitCrossEntropy(graph, rules);
   std::set<int> early;
   ir::Graph best;
   std::vector<std::string> errors;
-  Pass first(g, mesh, rules, early);
+  Pass first(g, mesh, rules, early, zero);
   errors = first.run(best, out);
   double best_bytes = bytesSent(best, out);
   for (int fork : first.partialForks()) {
@@ -579,7 +717,7 @@ std::vector<std::string> assignPlacements(ir::Graph& graph, const std::vector<Me
     trial.insert(fork);
     ir::Graph laid;
     Layout placed;
-    std::vector<std::string> e = Pass(g, mesh, rules, trial).run(laid, placed);
+    std::vector<std::string> e = Pass(g, mesh, rules, trial, zero).run(laid, placed);
     const double bytes = bytesSent(laid, placed);
     if (!e.empty() || bytes >= best_bytes) continue;
     early = std::move(trial);

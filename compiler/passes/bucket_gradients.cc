@@ -1,15 +1,42 @@
-// 1. Collect the all-reduces that feed an optimiser update (directly, or as
-//    one copy of a stacked parameter's gradient), with the node that
+// 1. Collect the gradient reductions that feed an optimiser update
+//    (directly, or as one copy of a stacked parameter's gradient): all-reduces,
+//    and with ZeRO reduce-scatters into flat pieces, with the node that
 //    produced their input (the gradient).
 // 2. Sort by that producer's position: the backward pass's order.
-// 3. Fill buckets per axis up to the cap; each bucket starts after its last
-//    member's producer (or, without overlap, after the last backward node).
+// 3. Fill buckets per axis and kind up to the cap; each bucket starts after
+//    its last member's producer (or, without overlap, after the last
+//    backward node).
 #include "compiler/passes/bucket_gradients.h"
 
 #include <algorithm>
 #include <map>
 
+#include "core/placement.h"
+
 namespace dtl::passes {
+
+namespace {
+
+bool reducesGradient(const ir::Node& n) {
+  return n.op == ir::Op::AllReduce ||
+         (n.op == ir::Op::ReduceScatter && !n.names.empty() && layout::Placement::isFlat(n.names[0]));
+}
+
+// Nodes of the optimiser step: the updates, the pieces of replicated
+// parameters they update (ZeRO), and the gathers of the updated pieces.
+std::vector<bool> updateSide(const ir::Graph& g) {
+  std::vector<bool> side(g.nodes.size(), false);
+  for (const ir::Node& n : g.nodes) {
+    if (n.op == ir::Op::Update) {
+      side[static_cast<size_t>(n.id)] = true;
+      if (g[n.inputs[0]].op == ir::Op::LocalSlice) side[static_cast<size_t>(n.inputs[0])] = true;
+    }
+    if (n.op == ir::Op::AllGather && g[n.inputs[0]].op == ir::Op::Update) side[static_cast<size_t>(n.id)] = true;
+  }
+  return side;
+}
+
+}  // namespace
 
 void bucketGradients(ir::Graph& g, int64_t cap_bytes, bool overlap) {
   // What reaches an update directly, or through the gathers of a stacked
@@ -20,46 +47,50 @@ void bucketGradients(ir::Graph& g, int64_t cap_bytes, bool overlap) {
     if (n.op == ir::Op::Update || (n.op == ir::Op::SliceGrad && feeds_update[k]))
       for (int in : n.inputs) feeds_update[static_cast<size_t>(in)] = true;
   }
-  // The end of the backward pass: its last node that is not a reduction, an
-  // update, or the gather of reduced copies.
+  // The end of the backward pass: its last node that is not a reduction, the
+  // gather of reduced copies, or part of the optimiser step.
   int last_backward = 0;
-  std::vector<bool> reduced(g.nodes.size(), false);  // an all-reduce, or a gather of reduced values
+  std::vector<bool> reduced(g.nodes.size(), false);  // a reduction, or a gather of reduced values
+  const std::vector<bool> step = updateSide(g);
   for (const ir::Node& n : g.nodes) {
     bool gathers = n.op == ir::Op::SliceGrad && !n.inputs.empty();
     for (int in : n.inputs) gathers = gathers && reduced[static_cast<size_t>(in)];
-    reduced[static_cast<size_t>(n.id)] = n.op == ir::Op::AllReduce || gathers;
-    if (!reduced[static_cast<size_t>(n.id)] && n.op != ir::Op::Update) last_backward = n.id;
+    reduced[static_cast<size_t>(n.id)] = reducesGradient(n) || gathers;
+    if (!reduced[static_cast<size_t>(n.id)] && !step[static_cast<size_t>(n.id)]) last_backward = n.id;
   }
   struct Item {
     int node, producer;
     int64_t bytes;
     std::string axis;
+    ir::Op op;
   };
   std::vector<Item> items;
   for (const ir::Node& n : g.nodes) {
-    if (n.op != ir::Op::AllReduce || !feeds_update[static_cast<size_t>(n.id)]) continue;
+    if (!reducesGradient(n) || !feeds_update[static_cast<size_t>(n.id)]) continue;
     int64_t bytes = n.shape.elements().value_or(0) * dtypeBytes(n.dtype);
-    items.push_back({n.id, n.inputs[0], bytes, n.name});
+    items.push_back({n.id, n.inputs[0], bytes, n.name, n.op});
   }
   std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.producer < b.producer; });
-  std::map<std::string, int> open;  // axis → index of its filling bucket
+  std::map<std::pair<std::string, ir::Op>, int> open;  // (axis, kind) → index of its filling bucket
   g.buckets.clear();
   for (const Item& it : items) {
-    auto o = open.find(it.axis);
+    const std::pair<std::string, ir::Op> key{it.axis, it.op};
+    auto o = open.find(key);
     bool fits = o != open.end() && g.buckets[static_cast<size_t>(o->second)].bytes + it.bytes <= cap_bytes;
     if (!fits) {
       ir::Bucket b;
       b.id = static_cast<int>(g.buckets.size());
       b.axis = it.axis;
+      b.op = it.op;
       g.buckets.push_back(b);
-      open[it.axis] = b.id;
+      open[key] = b.id;
     }
-    ir::Bucket& b = g.buckets[static_cast<size_t>(open[it.axis])];
+    ir::Bucket& b = g.buckets[static_cast<size_t>(open[key])];
     b.members.push_back(it.node);
     b.bytes += it.bytes;
     b.start_after = overlap ? std::max(b.start_after, it.producer) : last_backward;
     g.nodes[static_cast<size_t>(it.node)].index = b.id;
-    if (it.bytes >= cap_bytes) open.erase(it.axis);  // an oversized tensor stands alone
+    if (it.bytes >= cap_bytes) open.erase(key);  // an oversized tensor stands alone
   }
 }
 

@@ -15,6 +15,10 @@ struct Collective {
   int64_t bytes = 0;  // one rank's (local shapes)
   bool max = false;   // an all-reduce of the largest: every rank's values are gathered
   int bucket = -1;
+  // Once per optimiser step rather than per micro-batch: gradient buckets
+  // with accumulation (no_sync; ZeRO-1's scatters) and the optimiser step's
+  // gathers of updated pieces.
+  bool per_step = false;
   std::vector<std::string> tensors;
   int start = 0;
 };
@@ -36,7 +40,7 @@ std::string describeNode(const ir::Graph& g, int id, const std::map<int, std::st
 }
 
 // `p`: rank 0's program, for local sizes.
-std::vector<Collective> collectives(const ir::Graph& g, const prog::Program& p) {
+std::vector<Collective> collectives(const ir::Graph& g, const prog::Program& p, int64_t zero) {
   // What each value is the gradient of: a parameter, or one copy of a
   // stacked one ("blocks.attn.wq[3]": the gathers name their copies).
   std::map<int, std::string> grad_of, update_of;
@@ -50,16 +54,20 @@ std::vector<Collective> collectives(const ir::Graph& g, const prog::Program& p) 
       update_of[n.inputs[i]] = whole->second + "[" + std::to_string(n.index + static_cast<int64_t>(i)) + "]";
   }
   for (const ir::Node& n : g.nodes)
-    if (n.op == ir::Op::AllReduce && update_of.count(n.id)) grad_of[n.inputs[0]] = update_of[n.id];
+    if ((n.op == ir::Op::AllReduce || n.op == ir::Op::ReduceScatter) && update_of.count(n.id))
+      grad_of[n.inputs[0]] = update_of[n.id];
   std::vector<Collective> out;
   std::vector<bool> in_bucket(g.nodes.size(), false);
   for (const ir::Bucket& b : g.buckets) {
     Collective c;
-    c.op = "all_reduce";
+    const bool scatter = b.op == ir::Op::ReduceScatter;
+    c.op = scatter ? "reduce_scatter" : "all_reduce";
     c.axis = b.axis;
     c.dtype = "f32";
-    for (int m : b.members) c.bytes += p[m].shape.elements().value_or(0) * 4;
+    // A reduce-scatter's formula is of the whole it reduces (its input).
+    for (int m : b.members) c.bytes += p[scatter ? g.nodes[static_cast<size_t>(m)].inputs[0] : m].shape.elements().value_or(0) * 4;
     c.bucket = b.id;
+    c.per_step = !scatter || zero == 1;
     c.start = b.start_after;
     c.after = describeNode(g, b.start_after, grad_of);
     for (int m : b.members) {
@@ -84,6 +92,7 @@ std::vector<Collective> collectives(const ir::Graph& g, const prog::Program& p) 
     c.after = describeNode(g, n.inputs[0], grad_of);
     c.rule = n.where;
     c.why = n.fn;
+    c.per_step = g.nodes[static_cast<size_t>(n.inputs[0])].op == ir::Op::Update;
     c.tensors.push_back("%" + std::to_string(n.inputs[0]));
     out.push_back(std::move(c));
   }
@@ -138,14 +147,19 @@ Memory memoryPerRank(const prog::Program& p, const sema::Spec& spec) {
   for (const ir::Node& n : p.nodes)
     if (n.op == ir::Op::Param) params[n.name] = bytesOf(n.shape, dtypeBytes(n.dtype));
   for (const auto& [path, bytes] : params) m.parameters = plus(m.parameters, bytes);
-  m.gradients = m.parameters;
+  // Gradients and optimiser state are of the pieces the updates work on:
+  // the parameters' own, or with ZeRO their flat pieces over dp.
+  std::map<std::string, int64_t> pieces;
+  for (const ir::Node& n : p.nodes)
+    if (n.op == ir::Op::Update) pieces[n.name] = bytesOf(n.shape, dtypeBytes(n.dtype));
+  for (const auto& [path, bytes] : pieces) m.gradients = plus(m.gradients, bytes);
   const std::string& opt = spec.train.optimizer;
   int64_t states = opt == "adam" || opt == "adamw" ? 2 : 0;
   if (opt == "sgd") {
     auto it = spec.train.optimizer_args.find("momentum");
     states = it != spec.train.optimizer_args.end() && it->second != 0 ? 1 : 0;
   }
-  m.optimizer_state = states == 0 ? 0 : states == 1 ? m.parameters : plus(m.parameters, m.parameters);
+  m.optimizer_state = states == 0 ? 0 : states == 1 ? m.gradients : plus(m.gradients, m.gradients);
   m.peak_activations = p.arenaBytes();
   m.communication = p.groupBytes();
   return m;
@@ -162,23 +176,24 @@ std::string memoryText(const Memory& m) {
 }
 
 std::string planText(const ir::Graph& g, const layout::Layout& l, const prog::Program& p, const sema::Spec& spec) {
-  std::vector<Collective> cs = collectives(g, p);
+  std::vector<Collective> cs = collectives(g, p, spec.parallel.zero);
   int64_t w = world(l);
   std::string out = "plan for " + spec.model.name + " on " + std::to_string(w) + " rank" + (w == 1 ? "" : "s") +
                     " (mesh " + meshText(l) + "), one optimiser step of " +
                     std::to_string(spec.train.accumulate) + " micro-batch" + (spec.train.accumulate == 1 ? "" : "es") +
                     " of " + std::to_string(spec.train.batch) + "\n\ncollectives\n";
-  double total = 0;
+  double total = 0, per_micro = 0;
   const int64_t k = std::max<int64_t>(spec.train.accumulate, 1);
   for (const Collective& c : cs) {
     int64_t n = axisSize(l, c.axis);
-    total += sent(c, n) * static_cast<double>(c.bucket >= 0 ? 1 : k);
+    total += sent(c, n) * static_cast<double>(c.per_step ? 1 : k);
+    if (!c.per_step) per_micro += sent(c, n);
     out += "  " + c.op + (c.max ? " (max)" : "") + " over " + c.axis + ", " + c.dtype + ", " + sema::humanBytes(c.bytes);
     if (c.bucket >= 0) out += ", bucket " + std::to_string(c.bucket) + " (" + std::to_string(c.tensors.size()) + std::string(c.tensors.size() == 1 ? " tensor)" : " tensors)");
-    if (k > 1) out += c.bucket >= 0 ? ", once per step" : ", every micro-batch";
-    out += "\n    starts after " + (c.bucket >= 0 && k > 1 ? "the last micro-batch (no_sync: the " + std::to_string(k) +
-                                                            " micro-batches' gradients are summed first)"
-                                                          : c.after) + "\n";
+    if (k > 1) out += c.per_step ? ", once per step" : ", every micro-batch";
+    out += "\n    starts after " + (c.bucket >= 0 && c.per_step && k > 1
+                                        ? "the last micro-batch (no_sync: the " + std::to_string(k) + " micro-batches' gradients are summed first)"
+                                        : c.after) + "\n";
     if (c.bucket >= 0) {
       std::string t;
       for (const std::string& s : c.tensors) t += (t.empty() ? "" : ", ") + s;
@@ -191,11 +206,13 @@ std::string planText(const ir::Graph& g, const layout::Layout& l, const prog::Pr
   out += "\n" + memoryText(memoryPerRank(p, spec));
   out += "\nbytes sent per rank per step: " + sema::humanBytes(static_cast<int64_t>(total)) +
          " (ring: 2(n−1)/n × bytes per all-reduce)\n";
+  if (k > 1) out += "bytes sent per rank per micro-batch: " + sema::humanBytes(static_cast<int64_t>(per_micro)) +
+                    ", and once per step: " + sema::humanBytes(static_cast<int64_t>(total - per_micro * static_cast<double>(k))) + "\n";
   return out;
 }
 
 std::string planJson(const ir::Graph& g, const layout::Layout& l, const prog::Program& p, const sema::Spec& spec) {
-  std::vector<Collective> cs = collectives(g, p);
+  std::vector<Collective> cs = collectives(g, p, spec.parallel.zero);
   json::Writer w;
   w.beginObject();
   w.key("model").value(spec.model.name);
@@ -206,8 +223,10 @@ std::string planJson(const ir::Graph& g, const layout::Layout& l, const prog::Pr
   double total = 0;
   w.key("collectives").beginArray();
   const int64_t k = std::max<int64_t>(spec.train.accumulate, 1);
+  double per_micro = 0;
   for (const Collective& c : cs) {
-    const int64_t times = c.bucket >= 0 ? 1 : k;  // gradient buckets: once per step (no_sync)
+    const int64_t times = c.per_step ? 1 : k;  // gradient buckets: once per step (no_sync)
+    if (!c.per_step) per_micro += sent(c, axisSize(l, c.axis));
     total += sent(c, axisSize(l, c.axis)) * static_cast<double>(times);
     w.beginObject();
     w.key("op").value(c.op).key("axis").value(c.axis).key("dtype").value(c.dtype).key("bytes").value(c.bytes);
@@ -230,12 +249,13 @@ std::string planJson(const ir::Graph& g, const layout::Layout& l, const prog::Pr
   w.key("communication").value(m.communication);
   w.key("total").value(m.total()).endObject();
   w.key("bytes_sent_per_rank").value(static_cast<int64_t>(total));
+  w.key("bytes_sent_per_rank_per_micro_batch").value(static_cast<int64_t>(per_micro));
   w.endObject();
   return w.str() + "\n";
 }
 
 std::string planDot(const ir::Graph& g, const layout::Layout& l, const prog::Program& p, const sema::Spec& spec) {
-  std::vector<Collective> cs = collectives(g, p);
+  std::vector<Collective> cs = collectives(g, p, spec.parallel.zero);
   std::string out = "digraph plan {\n  rankdir=LR;\n  label=\"" + spec.model.name + " on mesh " + meshText(l) + "\";\n";
   out += "  subgraph cluster_mesh {\n    label=\"ranks\";\n";
   int64_t w = world(l);

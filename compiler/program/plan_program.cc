@@ -53,14 +53,19 @@ class Planner {
     for (const ir::Bucket& b : g_.buckets) {
       prog::Group grp;
       grp.id = static_cast<int>(p_.groups.size());
+      grp.op = b.op;
       grp.axis = b.axis;
       grp.members = b.members;
       grp.bucket = b.id;
       grp.start_after = b.start_after;
-      for (int m : b.members) {
-        group_of_[static_cast<size_t>(m)] = grp.id;
-        offset_[m] = grp.elements;
-        grp.elements += elements(p_[m]);
+      if (b.op == Op::ReduceScatter) {
+        scatterBucket(grp);
+      } else {
+        for (int m : b.members) {
+          group_of_[static_cast<size_t>(m)] = grp.id;
+          offset_[m] = grp.elements;
+          grp.elements += elements(p_[m]);
+        }
       }
       p_.groups.push_back(std::move(grp));
     }
@@ -75,7 +80,9 @@ class Planner {
       // Gathering a dim that is not the leading one: the ranks' blocks
       // arrive one after another in a buffer of the group's own, and are
       // put in place along the dim when the group is waited for.
-      if (n.op == Op::AllGather && !n.names.empty()) {
+      if (n.op == Op::AllGather && !n.names.empty() && layout::Placement::isFlat(n.names[0])) {
+        grp.elements = prog::flatBlock(p_[n.id].shape, n.names[0], axisSize(n.name)) * axisSize(n.name);
+      } else if (n.op == Op::AllGather && !n.names.empty()) {
         const int k = p_[n.id].shape.find(n.names[0]);
         const int64_t ranks = axisSize(n.name), whole = k >= 0 ? p_[n.id].shape.dims[static_cast<size_t>(k)].size : 0;
         // Uneven pieces travel padded to the largest.
@@ -83,7 +90,9 @@ class Planner {
       }
       // A reduce-scatter packs each rank's rows of the dim (padded to the
       // largest piece) one after another, then receives its own block.
-      if (n.op == Op::ReduceScatter) {
+      if (n.op == Op::ReduceScatter && layout::Placement::isFlat(n.names.at(0))) {
+        grp.elements = prog::flatBlock(p_[n.inputs[0]].shape, n.names[0], axisSize(n.name)) * (axisSize(n.name) + 1);
+      } else if (n.op == Op::ReduceScatter) {
         const int k = p_[n.inputs[0]].shape.find(n.names.at(0));
         const int64_t ranks = axisSize(n.name), whole = p_[n.inputs[0]].shape.dims.at(static_cast<size_t>(k)).size;
         grp.elements = elements(p_[n.inputs[0]]) / std::max<int64_t>(whole, 1) * ((whole + ranks - 1) / ranks) * (ranks + 1);
@@ -99,12 +108,56 @@ class Planner {
     }
   }
 
-  // The nodes a schedule computes: all but the updates (the optimiser runs
-  // outside the program in this version), or the forward pass and the
-  // collectives after it that make the loss and metrics global.
-  std::vector<bool> members(bool train) const {
+  // A bucket of ZeRO reduce-scatters: one block per rank, each holding
+  // every member's piece for that rank (padded to the largest piece), and
+  // after them the block this rank receives, where each member's result is.
+  void scatterBucket(prog::Group& grp) {
+    const int64_t ranks = axisSize(grp.axis);
+    int64_t block = 0;
+    for (int m : grp.members) {
+      group_of_[static_cast<size_t>(m)] = grp.id;
+      offset_[m] = block;  // within a block, for now
+      block += prog::flatBlock(p_[g_[m].inputs[0]].shape, g_[m].names.at(0), ranks);
+    }
+    for (int m : grp.members) offset_[m] += ranks * block;
+    grp.elements = (ranks + 1) * block;
+  }
+
+  // The optimiser step's nodes: the updates, the pieces of replicated
+  // parameters they update (ZeRO), the gathers of the updated pieces, and
+  // the parameters these read.
+  std::vector<bool> updateSide() const {
+    std::vector<bool> side(n_, false);
+    for (const Node& n : g_.nodes) {
+      const bool step = n.op == Op::Update || (n.op == Op::AllGather && g_[n.inputs[0]].op == Op::Update) ||
+                        (n.op == Op::LocalSlice && updatePiece(n.id));
+      if (!step) continue;
+      side[static_cast<size_t>(n.id)] = true;
+      for (int x : n.inputs)
+        if (g_[x].op == Op::Param) side[static_cast<size_t>(x)] = true;
+    }
+    return side;
+  }
+
+  // Is `id` the piece of a parameter an update works on (ZeRO levels 1, 2)?
+  bool updatePiece(int id) const {
+    for (const Node& n : g_.nodes)
+      if (n.op == Op::Update && n.inputs[0] == id) return true;
+    return false;
+  }
+
+  enum class Kind { Train, Eval, Update };
+
+  // The nodes a schedule computes: all but the optimiser step's, the
+  // forward pass and the collectives after it that make the loss and metrics
+  // global, or the optimiser step's.
+  std::vector<bool> members(Kind kind) const {
+    const std::vector<bool> step = updateSide();
+    if (kind == Kind::Update) return step;
     std::vector<bool> in(n_, false);
-    for (const Node& n : g_.nodes) in[static_cast<size_t>(n.id)] = train ? n.op != Op::Update : n.id < g_.forward_end;
+    const bool train = kind == Kind::Train;
+    for (const Node& n : g_.nodes)
+      in[static_cast<size_t>(n.id)] = train ? !step[static_cast<size_t>(n.id)] || n.op == Op::Param : n.id < g_.forward_end;
     if (train) return in;
     std::vector<int> todo = {g_.loss};
     for (const auto& [name, id] : g_.metrics) todo.push_back(id);
@@ -120,7 +173,7 @@ class Planner {
 
   Schedule schedule(bool train, const std::vector<int64_t>& pool = {}) {
     Schedule s;
-    const std::vector<bool> in = members(train);
+    const std::vector<bool> in = members(train ? Kind::Train : Kind::Eval);
     order(s, in);
     s.storage.assign(n_, Storage{});
     for (const Node& n : g_.nodes)
@@ -130,17 +183,35 @@ class Planner {
     return s;
   }
 
-  // The optimiser step: each Update, in graph order, updating its
-  // parameter's storage in place.
-  Schedule updates() const {
+  // The optimiser step: each Update in graph order, in place on its
+  // parameter's piece, and (ZeRO levels 1, 2) the gather of the updated
+  // pieces into the parameter, started as soon as its update is done. Its
+  // slots come after the other schedules' (arenaWords).
+  Schedule updates() {
     Schedule s;
+    const std::vector<bool> in = members(Kind::Update);
+    order(s, in);
     s.storage.assign(n_, Storage{});
     for (const Node& n : g_.nodes) {
-      if (n.op != Op::Update) continue;
-      s.instrs.push_back(Instr{Instr::Run, n.id, {}});
-      s.storage[static_cast<size_t>(n.id)] = {Storage::Param, -1, 0};
+      if (!in[static_cast<size_t>(n.id)]) continue;
+      Storage& st = s.storage[static_cast<size_t>(n.id)];
+      st = storage(n, false);
+      if (n.op == Op::Update) st = {Storage::Alias, n.inputs[0], 0};
+      if (n.op == Op::AllGather) st = {Storage::Alias, updatedParam(n), 0};
     }
+    assignSlots(p_, s, std::vector<bool>(n_, false), {});
+    const int base = static_cast<int>(std::max(p_.train.slot_words.size(), p_.eval.slot_words.size()));
+    for (Storage& st : s.storage)
+      if (st.kind == Storage::Slot) st.index += base;
+    s.slot_words.insert(s.slot_words.begin(), static_cast<size_t>(base), 0);
     return s;
+  }
+
+  // The parameter an all-gather of updated pieces writes.
+  int updatedParam(const Node& gather) const {
+    int v = g_[gather.inputs[0]].inputs[0];  // the update's parameter (piece)
+    while (g_[v].op != Op::Param && !g_[v].inputs.empty()) v = g_[v].inputs[0];
+    return v;
   }
 
   // 3. The instruction list: nodes in graph order, each group started when
@@ -156,7 +227,8 @@ class Planner {
     for (const prog::Group& grp : p_.groups)
       if (in[static_cast<size_t>(grp.members[0])]) starts.emplace(grp.start_after, grp.id);
     std::function<void(int)> run, wait, start, markReady;
-    auto need = [&](int x) {  // value x in place
+    auto need = [&](int x) {  // value x in place (one this schedule does not make is bound by the caller)
+      if (!in[static_cast<size_t>(x)]) return;
       if (group_of_[static_cast<size_t>(x)] >= 0) {
         wait(group_of_[static_cast<size_t>(x)]);
       } else {
@@ -203,6 +275,11 @@ class Planner {
     if (n.op == Op::Param) return {Storage::Param, -1, 0};
     if (n.op == Op::Reshape) return {Storage::Alias, n.inputs[0], 0};
     if (n.op == Op::Slice && paramView(n.id)) return {Storage::Alias, n.inputs[0], n.index * elements(p_[n.id])};
+    if (n.op == Op::LocalSlice && layout::Placement::isFlat(n.names[0])) {
+      // A flat piece of a value without kept dims is one run of it.
+      if (layout::flatStart(p_[n.inputs[0]].shape, n.names[0]) == 0) return {Storage::Alias, n.inputs[0], p_[n.id].index};
+      return {Storage::Slot, -1, 0};
+    }
     if (n.op == Op::LocalSlice && p_[n.inputs[0]].shape.find(n.names[0]) == 0) {
       // A slice of the leading dim is a contiguous block of the input.
       const Shape& in = p_[n.inputs[0]].shape;
@@ -242,7 +319,7 @@ class Planner {
     }
     std::vector<bool> elsewhere(n_, false);
     for (const prog::Group& grp : p_.groups) {
-      if (grp.bucket < 0) continue;
+      if (grp.bucket < 0 || grp.op != Op::AllReduce) continue;  // a scatter packs its members' pieces
       for (int m : grp.members) {
         const Node& src = g_[g_[m].inputs[0]];
         if (readers[static_cast<size_t>(src.id)] == 1 && src.id >= g_.forward_end && computed(src) &&

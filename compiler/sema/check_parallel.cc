@@ -23,6 +23,20 @@ namespace {
 
 using syntax::Expr;
 
+// ZeRO shards over the data-parallel axis: the one `split batch over` names.
+void zeroAxis(ParallelSpec& out, diag::Diagnostics& diags) {
+  if (out.zero <= 0) return;
+  for (const SplitSpec& s : out.splits)
+    if (s.dim == "batch") {
+      out.zero_axis = s.axis;
+      return;
+    }
+  auto at = out.where.find("zero");
+  diags.error(at == out.where.end() ? Loc{} : at->second,
+              "`zero = " + std::to_string(out.zero) + "` shards over the data-parallel axis, and no rule splits `batch`",
+              "add `split batch over dp` (the axis whose ranks read different samples), or remove `zero`");
+}
+
 void mesh(const syntax::ParallelDecl& p, int64_t world, ParallelSpec& out, Constants& c, diag::Diagnostics& diags) {
   std::set<std::string> names;
   std::string auto_axis;  // the axis sized `auto`, if any
@@ -162,11 +176,11 @@ void settings(const syntax::ParallelDecl& p, const Model& model, TrainSpec& trai
   int64_t microbatches = 0;
   for (const syntax::Setting& s : p.settings) {
     const std::string& k = s.key.name;
-    static const std::vector<std::string> kKeys = {"pipeline", "zero", "bucket", "overlap", "reduce_dtype", "recompute"};
+    static const std::vector<std::string> kKeys = {"pipeline", "zero", "prefetch", "bucket", "overlap", "reduce_dtype", "recompute"};
     if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end()) {
       std::string hint = diag::didYouMean(k, kKeys);
       diags.error(s.key.loc, "unknown parallel setting `" + k + "`",
-                  hint.empty() ? "settings: pipeline, zero, bucket, overlap, reduce_dtype, recompute; axes go on the `mesh` line"
+                  hint.empty() ? "settings: pipeline, zero, prefetch, bucket, overlap, reduce_dtype, recompute; axes go on the `mesh` line"
                                : hint);
       continue;
     }
@@ -181,6 +195,8 @@ void settings(const syntax::ParallelDecl& p, const Model& model, TrainSpec& trai
       if (c.integer(v, "`parallel.zero`", out.zero, 0) && out.zero > 3)
         diags.error(v.loc, "`zero` is 0, 1, 2 or 3, got " + std::to_string(out.zero),
                     "0 none · 1 optimiser state · 2 + gradients · 3 + parameters (FSDP)");
+    } else if (k == "prefetch") {
+      c.integer(v, "`parallel.prefetch`", out.prefetch, 0);
     } else if (k == "bucket") {
       c.bytes(v, "`parallel.bucket`", out.bucket_bytes);
     } else if (k == "overlap") {
@@ -224,6 +240,7 @@ void settings(const syntax::ParallelDecl& p, const Model& model, TrainSpec& trai
       }
     }
   }
+  zeroAxis(out, diags);
   if (!pipeline) return;
   const SplitSpec* split = nullptr;
   for (const SplitSpec& s : out.splits)

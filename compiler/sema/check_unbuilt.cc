@@ -7,7 +7,7 @@
 // plan` and `dtlc run`, a warning for `dtlc check` (it is valid language).
 //
 // 1. Collect one finding per pipeline split rule and per unbuilt setting
-//    (zero, pipeline, recompute, reduce_dtype, train.precision).
+//    (pipeline, recompute, reduce_dtype, train.precision).
 // 2. Report them in source order.
 #include <algorithm>
 #include <tuple>
@@ -52,11 +52,6 @@ void settings(const Spec& spec, std::vector<Finding>& out) {
                  const std::string& hint) {
     out.push_back({settingAt(where, key), what + " is not built yet", hint});
   };
-  static const char* kZero[] = {"", "sharded optimiser state", "sharded optimiser state and gradients",
-                                "sharded parameters, FSDP"};
-  if (p.zero > 0 && p.zero <= 3)
-    add(p.where, "zero", "`zero = " + std::to_string(p.zero) + "` (" + kZero[p.zero] + ")",
-        "remove it (or --set parallel.zero=0) to keep the optimiser state replicated");
   if (!p.pipeline.empty()) {
     std::string rule;
     for (const SplitSpec& s : p.splits)

@@ -145,6 +145,8 @@ struct ParallelSpec {
   int64_t microbatches = 0;
   std::string pipeline_axis;
   int64_t zero = 0;
+  std::string zero_axis;  // the axis `split batch over` names: ZeRO shards over it
+  int64_t prefetch = 1;   // zero = 3: layers whose parameters are gathered ahead of use
   int64_t bucket_bytes = 25ll << 20;
   bool overlap = true;
   DType reduce_dtype = DType::F32;

@@ -34,6 +34,11 @@ struct RunContext {
   // micro-batches of a step with accumulation, whose gradients the trainer
   // sums and reduces once (PyTorch's no_sync).
   bool defer_buckets = false;
+  // ZeRO's reduce-scatter buckets: add this micro-batch's gradients to the
+  // blocks already packed (the step's sum, `zero = 1` with accumulation)
+  // instead of overwriting them, and hold the launch until a run without
+  // `scatter_defer` (the step's last micro-batch).
+  bool scatter_add = false, scatter_defer = false;
 };
 
 // The seed of one dropout mask, shared by both backends so their masks agree:

@@ -99,7 +99,7 @@ KernelStatus Executor::run(bool with_backward, const RunContext& ctx) {
       last_run = in.id;
       --runs_left;
     } else if (in.kind == prog::Instr::Start) {
-      status = start(s, in.id, last_run, runs_left, ctx.defer_buckets);
+      status = start(s, in.id, last_run, runs_left, ctx);
     } else {
       status = wait(in.id);
     }
@@ -136,6 +136,7 @@ KernelStatus Executor::runNode(const prog::Schedule& s, int id, const RunContext
   if (st.kind == prog::Storage::Alias && !n.inputs.empty() && st.index == n.inputs[0] &&
       (n.op == ir::Op::Reshape || n.op == ir::Op::Slice || n.op == ir::Op::LocalSlice))
     return {};  // a view of its input: its data is its source's (an alias elsewhere, a block of a stack, is computed)
+  if (n.op == ir::Op::Update) return {};  // in place on its parameter's piece: runUpdate
   if (n.op == ir::Op::LocalSlice) return localSlice(n, views_[static_cast<size_t>(n.inputs[0])], v);
   std::vector<const TensorView*> ins;
   ins.reserve(n.inputs.size());
@@ -146,12 +147,14 @@ KernelStatus Executor::runNode(const prog::Schedule& s, int id, const RunContext
 // This rank's block of a replicated value along a dim that is not its
 // leading one (that one is a view): a strided copy, no communication.
 KernelStatus Executor::localSlice(const ir::Node& n, const TensorView& in, TensorView& out) {
-  const int k = in.shape.find(n.names[0]);
+  // A flat piece: the same rows of the value seen with its flat dim merged.
+  const Shape in_shape = layout::flatView(in.shape, n.names[0]);
+  const int k = in_shape.find(n.names[0]);
   if (k < 0) return {false, "local_slice: `" + n.names[0] + "` is not a dim of its input"};
   int64_t outer = 1, inner = 1;
-  for (int d = 0; d < k; ++d) outer *= in.shape.dims[static_cast<size_t>(d)].size;
-  for (size_t d = static_cast<size_t>(k) + 1; d < in.shape.dims.size(); ++d) inner *= in.shape.dims[d].size;
-  const int64_t whole = in.shape.dims[static_cast<size_t>(k)].size, part = out.shape.dims[static_cast<size_t>(k)].size;
+  for (int d = 0; d < k; ++d) outer *= in_shape.dims[static_cast<size_t>(d)].size;
+  for (size_t d = static_cast<size_t>(k) + 1; d < in_shape.dims.size(); ++d) inner *= in_shape.dims[d].size;
+  const int64_t whole = in_shape.dims[static_cast<size_t>(k)].size, part = out.shape.dims[static_cast<size_t>(k)].size;
   const auto* src = static_cast<const uint32_t*>(in.data);
   auto* dst = static_cast<uint32_t*>(out.data);
   for (int64_t o = 0; o < outer; ++o)
@@ -159,19 +162,44 @@ KernelStatus Executor::localSlice(const ir::Node& n, const TensorView& in, Tenso
   return {};
 }
 
+// The update schedule: each Update in place on its parameter's piece (the
+// parameter itself, or with ZeRO this rank's flat piece of it), and the
+// gathers of updated pieces it starts and waits for.
 KernelStatus Executor::update(const optim::Optimizer& opt, int64_t step, double lr) {
-  for (const prog::Instr& in : program_.update.instrs) {
-    const ir::Node& n = program_[in.id];
-    auto p = params_.find(n.name);
-    auto g = step_grads_.find(n.name);
-    auto st = states_.find(n.name);
-    if (p == params_.end() || g == step_grads_.end() || st == states_.end() || !p->second || !g->second)
-      return {false, "update of `" + n.name + "`: its parameter, gradient or optimiser state is not bound"};
-    try {
-      opt.update(p->second, g->second, n.shape.elements().value_or(0), *st->second, step, lr);
-    } catch (const std::invalid_argument& e) {
-      return {false, "update of `" + n.name + "`: " + e.what()};
+  const prog::Schedule& s = program_.update;
+  placed_.assign(program_.nodes.size(), nullptr);
+  RunContext ctx;
+  KernelStatus status;
+  for (const prog::Instr& in : s.instrs) {
+    if (in.kind == prog::Instr::Run) {
+      const ir::Node& n = program_[in.id];
+      status = runNode(s, in.id, ctx);
+      if (status.ok && n.op == ir::Op::Update) status = runUpdate(n, opt, step, lr);
+    } else if (in.kind == prog::Instr::Start) {
+      status = start(s, in.id, -1, 0, ctx);
+    } else {
+      status = wait(in.id);
     }
+    if (!status.ok) break;
+  }
+  for (std::unique_ptr<comm::Work>& w : work_)
+    if (w) {
+      w->wait();
+      w.reset();
+    }
+  return status;
+}
+
+KernelStatus Executor::runUpdate(const ir::Node& n, const optim::Optimizer& opt, int64_t step, double lr) {
+  float* param = views_[static_cast<size_t>(n.id)].f();
+  auto g = step_grads_.find(n.name);
+  auto st = states_.find(n.name);
+  if (!param || g == step_grads_.end() || st == states_.end() || !g->second)
+    return {false, "update of `" + n.name + "`: its parameter, gradient or optimiser state is not bound"};
+  try {
+    opt.update(param, g->second, n.shape.elements().value_or(0), *st->second, step, lr);
+  } catch (const std::invalid_argument& e) {
+    return {false, "update of `" + n.name + "`: " + e.what()};
   }
   return {};
 }

@@ -75,7 +75,10 @@ class Executor {
   void* place(const prog::Schedule& s, int node);
   KernelStatus runNode(const prog::Schedule& s, int node, const RunContext& ctx);
   KernelStatus localSlice(const ir::Node& n, const TensorView& in, TensorView& out);
-  KernelStatus start(const prog::Schedule& s, int group, int after_node, int64_t nodes_left, bool defer);
+  KernelStatus start(const prog::Schedule& s, int group, int after_node, int64_t nodes_left, const RunContext& ctx);
+  KernelStatus startScatterBucket(const prog::Schedule& s, int group, const RunContext& ctx, comm::Communicator* comm);
+  void compactScattered(int group);
+  KernelStatus runUpdate(const ir::Node& n, const optim::Optimizer& opt, int64_t step, double lr);
   KernelStatus wait(int group);
   void placeGathered(int group);
   void largestOf(int group);

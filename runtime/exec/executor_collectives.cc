@@ -34,10 +34,15 @@ std::pair<int64_t, int64_t> around(const Shape& s, int k) {
 
 }  // namespace
 
-KernelStatus Executor::start(const prog::Schedule& s, int group, int after_node, int64_t nodes_left, bool defer) {
+KernelStatus Executor::start(const prog::Schedule& s, int group, int after_node, int64_t nodes_left, const RunContext& ctx) {
   const prog::Group& g = program_.groups[static_cast<size_t>(group)];
   auto c = comms_.find(g.axis);
   comm::Communicator* comm = c == comms_.end() ? nullptr : c->second;
+  if (g.bucket >= 0 && g.op == ir::Op::ReduceScatter) {
+    bucket_events_.push_back({g.bucket, after_node, nodes_left});
+    return startScatterBucket(s, group, ctx, comm);
+  }
+  const bool defer = ctx.defer_buckets;
   if (g.bucket >= 0) {
     std::vector<float>& flat = flat_[static_cast<size_t>(group)];
     for (int m : g.members) {  // the gradients not computed in place
@@ -54,12 +59,14 @@ KernelStatus Executor::start(const prog::Schedule& s, int group, int after_node,
   }
   const int m = g.members[0];
   const ir::Node& n = program_[m];
-  const TensorView& in = views_[static_cast<size_t>(n.inputs[0])];
+  TensorView in = views_[static_cast<size_t>(n.inputs[0])];
   TensorView& out = views_[static_cast<size_t>(m)];
   out.shape = n.shape;
   out.dtype = n.dtype;
   out.elements = n.shape.elements().value_or(0);
   out.data = place(s, m);
+  // ZeRO's flat pieces move as rows of the value with its flat dim merged.
+  if (!n.names.empty() && layout::Placement::isFlat(n.names[0])) in.shape = layout::flatView(in.shape, n.names[0]);
   if (n.op == ir::Op::ReduceScatter) return reduceScatter(group, in, out, comm);
   if (n.op == ir::Op::AllToAll) return allToAll(group, in, out, comm);
   if (n.op == ir::Op::AllReduce && g.elements > 0 && comm) {
@@ -70,7 +77,7 @@ KernelStatus Executor::start(const prog::Schedule& s, int group, int after_node,
   if (n.op == ir::Op::AllReduce || !comm) {
     // Without a communicator (a one-rank axis) a collective is a copy.
     const int64_t n_in = std::min(in.elements, out.elements);
-    std::memcpy(out.data, in.data, static_cast<size_t>(n_in) * 4);
+    std::memmove(out.data, in.data, static_cast<size_t>(n_in) * 4);  // a ZeRO piece may be in place already
     if (out.elements > n_in) std::memset(out.f() + n_in, 0, static_cast<size_t>(out.elements - n_in) * 4);
     if (comm) work_[static_cast<size_t>(group)] = comm->allReduce(out.f(), out.elements);
     return {};
@@ -100,6 +107,69 @@ KernelStatus Executor::start(const prog::Schedule& s, int group, int after_node,
   return {false, std::string(ir::opName(n.op)) + " over `" + n.name + "` is not built yet"};
 }
 
+
+// A bucket of ZeRO reduce-scatters: block r of the group's buffer holds, for
+// each member in turn, rank r's flat piece of its gradient (every row of its
+// kept dims, padded to the largest piece); the blocks are reduce-scattered
+// into the block after them, where each member's result is (compacted at
+// wait() when its rows are shorter than the padded ones). With
+// `scatter_add` the pieces are added to the blocks (a step's micro-batches,
+// `zero = 1`), and with `scatter_defer` the launch waits for the last one.
+KernelStatus Executor::startScatterBucket(const prog::Schedule& s, int group, const RunContext& ctx,
+                                          comm::Communicator* comm) {
+  const prog::Group& g = program_.groups[static_cast<size_t>(group)];
+  const int64_t ranks = axisRanks(g.axis);
+  std::vector<float>& flat = flat_[static_cast<size_t>(group)];
+  const int64_t block = static_cast<int64_t>(flat.size()) / (ranks + 1);
+  if (!ctx.scatter_add) std::fill(flat.begin(), flat.begin() + ranks * block, 0.0f);
+  int64_t at = 0;  // the member's place within a block
+  for (int m : g.members) {
+    const ir::Node& n = program_[m];
+    const TensorView& src = views_[static_cast<size_t>(n.inputs[0])];
+    const Shape v = layout::flatView(src.shape, n.names[0]);
+    const int64_t whole = v.dims.back().size, outer = whole > 0 ? src.elements / whole : 0;
+    const int64_t largest = layout::pieceSize(whole, ranks, 0);
+    for (int64_t r = 0; r < ranks; ++r) {
+      const int64_t start = layout::pieceStart(whole, ranks, r), size = layout::pieceSize(whole, ranks, r);
+      for (int64_t o = 0; o < outer; ++o) {
+        const float* from = src.f() + o * whole + start;
+        float* to = flat.data() + r * block + at + o * largest;
+        for (int64_t i = 0; i < size; ++i) to[i] += from[i];
+      }
+    }
+    TensorView& out = views_[static_cast<size_t>(m)];
+    out.shape = n.shape;
+    out.dtype = n.dtype;
+    out.elements = n.shape.elements().value_or(0);
+    out.data = place(s, m);
+    at += outer * largest;
+  }
+  if (ctx.scatter_defer) return {};
+  if (comm) {
+    work_[static_cast<size_t>(group)] = comm->reduceScatter(flat.data(), flat.data() + ranks * block, block);
+  } else {
+    std::copy(flat.begin(), flat.begin() + block, flat.begin() + ranks * block);
+    compactScattered(group);
+  }
+  return {};
+}
+
+// A member whose kept dims give it several rows, of a piece shorter than
+// the padded one: its rows moved together (forward, in place).
+void Executor::compactScattered(int group) {
+  const prog::Group& g = program_.groups[static_cast<size_t>(group)];
+  const int64_t ranks = axisRanks(g.axis);
+  for (int m : g.members) {
+    const ir::Node& n = program_[m];
+    const Shape v = layout::flatView(n.shape, n.names[0]);
+    const int64_t mine = v.dims.back().size, outer = mine > 0 ? v.elements().value_or(0) / mine : 0;
+    const int64_t whole = layout::flatView(program_[n.inputs[0]].shape, n.names[0]).dims.back().size;
+    const int64_t largest = layout::pieceSize(whole, ranks, 0);
+    if (outer <= 1 || mine == largest) continue;
+    float* rows = views_[static_cast<size_t>(m)].f();
+    for (int64_t o = 1; o < outer; ++o) std::memmove(rows + o * mine, rows + o * largest, static_cast<size_t>(mine) * 4);
+  }
+}
 
 // Partial → Shard(dim): rank r's rows of the dim are packed as block r of
 // the group's buffer (padded to the largest piece), the blocks
@@ -254,10 +324,11 @@ void Executor::placeGathered(int group) {
   const prog::Group& g = program_.groups[static_cast<size_t>(group)];
   const ir::Node& n = program_[g.members[0]];
   TensorView& out = views_[static_cast<size_t>(g.members[0])];
-  const int k = n.shape.find(n.names[0]);
-  const int64_t whole = n.shape.dims[static_cast<size_t>(k)].size, ranks = axisRanks(n.name);
+  const Shape shape = layout::flatView(n.shape, n.names[0]);  // itself unless the pieces are flat
+  const int k = shape.find(n.names[0]);
+  const int64_t whole = shape.dims[static_cast<size_t>(k)].size, ranks = axisRanks(n.name);
   const int64_t largest = layout::pieceSize(whole, ranks, 0);
-  const auto [outer, inner] = around(n.shape, k);
+  const auto [outer, inner] = around(shape, k);
   const float* from = flat_[static_cast<size_t>(group)].data();
   for (int64_t r = 0; r < ranks; ++r)
     copyRows(from + r * outer * largest * inner, outer, largest, inner, 0, out.f(), whole,
@@ -270,6 +341,7 @@ KernelStatus Executor::wait(int group) {
   comm::Status s = w->wait();
   const prog::Group& g = program_.groups[static_cast<size_t>(group)];
   if (s.ok) {
+    if (g.bucket >= 0 && g.op == ir::Op::ReduceScatter) compactScattered(group);
     if (g.bucket < 0 && g.elements > 0) {
       const ir::Op op = program_[g.members[0]].op;
       if (op == ir::Op::AllReduce) {

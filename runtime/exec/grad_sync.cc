@@ -18,16 +18,16 @@ comm::Status clipOverPieces(std::vector<Param>& params, double max_norm,
     Param& p = params[i];
     grads.emplace_back(p.step_grad, static_cast<int64_t>(p.grad.size()));
     norms.push_back(optim::normTwo(p.step_grad, static_cast<int64_t>(p.grad.size())));
-    if (!p.shard.sharded()) continue;
+    if (!p.piece.sharded()) continue;
     std::string axes;
-    for (size_t a = 0; a < p.shard.placement.size(); ++a)
-      if (p.shard.placement[a].kind == layout::Placement::Shard && p.shard.mesh[a].size > 1) axes += p.shard.mesh[a].name + " ";
+    for (size_t a = 0; a < p.piece.placement.size(); ++a)
+      if (p.piece.placement[a].kind == layout::Placement::Shard && p.piece.mesh[a].size > 1) axes += p.piece.mesh[a].name + " ";
     by_axes[axes].push_back(i);
   }
   for (const auto& [axes, members] : by_axes) {
     std::vector<float> squares;
     for (size_t i : members) squares.push_back(norms[i] * norms[i]);
-    comm::Status s = sumOverShards(squares, params[members[0]].shard, comms);
+    comm::Status s = sumOverShards(squares, params[members[0]].piece, comms);
     if (!s.ok) return s;
     for (size_t k = 0; k < members.size(); ++k) norms[members[k]] = std::sqrt(squares[k]);
   }
@@ -43,7 +43,7 @@ std::map<std::string, std::vector<size_t>> bucketReducedParams(const prog::Progr
   for (size_t i = 0; i < params.size(); ++i) index[params[i].spec->path] = i;
   std::map<std::string, std::set<size_t>> by_axis;
   for (const prog::Group& grp : g.groups) {
-    if (grp.bucket < 0) continue;
+    if (grp.bucket < 0 || grp.op != ir::Op::AllReduce) continue;  // ZeRO's scatters sum in the program
     std::vector<int> todo(grp.members.begin(), grp.members.end());
     while (!todo.empty()) {  // a member's readers, through the gathers of stacked copies, to its update
       const int v = todo.back();
@@ -57,6 +57,27 @@ std::map<std::string, std::vector<size_t>> bucketReducedParams(const prog::Progr
   }
   std::map<std::string, std::vector<size_t>> out;
   for (const auto& [axis, members] : by_axis) out[axis].assign(members.begin(), members.end());
+  return out;
+}
+
+std::vector<bool> scatterReducedParams(const prog::Program& g, const std::vector<Param>& params) {
+  std::vector<bool> scattered_node(g.nodes.size(), false);
+  for (const prog::Group& grp : g.groups)
+    if (grp.bucket >= 0 && grp.op == ir::Op::ReduceScatter)
+      for (int m : grp.members) scattered_node[static_cast<size_t>(m)] = true;
+  // Through the gathers of stacked copies' pieces.
+  for (const ir::Node& n : g.nodes) {
+    if (n.op != ir::Op::SliceGrad) continue;
+    bool all = !n.inputs.empty();
+    for (int x : n.inputs) all = all && scattered_node[static_cast<size_t>(x)];
+    scattered_node[static_cast<size_t>(n.id)] = all;
+  }
+  std::map<std::string, int> grad_of(g.grads.begin(), g.grads.end());
+  std::vector<bool> out(params.size(), false);
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto it = grad_of.find(params[i].spec->path);
+    out[i] = it != grad_of.end() && scattered_node[static_cast<size_t>(it->second)];
+  }
   return out;
 }
 

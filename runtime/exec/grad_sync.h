@@ -31,6 +31,12 @@ comm::Status clipOverPieces(std::vector<Param>& params, double max_norm,
 std::map<std::string, std::vector<size_t>> bucketReducedParams(const prog::Program& program,
                                                                const std::vector<Param>& params);
 
+// ZeRO level 1 with accumulation: its reduce-scatter buckets add up the
+// step's micro-batches in their blocks and scatter once, on the last one
+// (RunContext::scatter_add, scatter_defer). Per parameter: whether its
+// gradient comes through such a bucket.
+std::vector<bool> scatterReducedParams(const prog::Program& program, const std::vector<Param>& params);
+
 // The once-per-step reduction: one flat all-reduce per axis of the
 // accumulated gradients.
 comm::Status reduceAccumulated(std::vector<Param>& params, const std::map<std::string, std::vector<size_t>>& by_axis,

@@ -2,6 +2,7 @@
 // the pieces back.
 #include "runtime/exec/param_shards.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace dtl::rt {
@@ -53,7 +54,44 @@ bool ShardOf::sharded() const {
   return false;
 }
 
+namespace {
+
+// ZeRO's flat placement of `s`, if any: its axis (or -1); `named` gets `s`
+// without it (the block this rank holds over the other axes).
+int flatAxis(const ShardOf& s, ShardOf& named) {
+  named = s;
+  for (size_t a = 0; a < s.placement.size() && a < s.mesh.size(); ++a)
+    if (s.placement[a].flat()) {
+      named.placement[a] = layout::Placement{};
+      return static_cast<int>(a);
+    }
+  return -1;
+}
+
+std::vector<float> takeNamed(const float* global, const ShardOf& s);
+
+}  // namespace
+
 std::vector<float> takeLocal(const float* global, const ShardOf& s) {
+  ShardOf named;
+  const int a = flatAxis(s, named);
+  if (a < 0) return takeNamed(global, s);
+  // The flat piece of each row (kept dims) of the block the other axes give.
+  const std::vector<float> box = takeNamed(global, named);
+  const std::string& flat = s.placement[static_cast<size_t>(a)].dim;
+  const int64_t whole = layout::flatView(named.local(), flat).dims.back().size;
+  const int64_t n = s.mesh[static_cast<size_t>(a)].size, r = s.coords[static_cast<size_t>(a)];
+  const int64_t start = layout::pieceStart(whole, n, r), size = layout::pieceSize(whole, n, r);
+  const int64_t outer = whole > 0 ? static_cast<int64_t>(box.size()) / whole : 0;
+  std::vector<float> out(static_cast<size_t>(outer * size));
+  for (int64_t o = 0; o < outer; ++o)
+    std::copy(box.begin() + o * whole + start, box.begin() + o * whole + start + size, out.begin() + o * size);
+  return out;
+}
+
+namespace {
+
+std::vector<float> takeNamed(const float* global, const ShardOf& s) {
   const Shape local = s.local();
   const std::vector<int64_t> sizes = sizesOf(local);
   std::vector<int64_t> offsets;
@@ -63,7 +101,50 @@ std::vector<float> takeLocal(const float* global, const ShardOf& s) {
   return out;
 }
 
+// ZeRO's flat pieces joined into the block the other axes give this rank:
+// every rank sends its rows padded to the largest piece.
+comm::Status gatherFlat(const std::vector<float>& local, const ShardOf& s, const ShardOf& named, size_t a,
+                        const std::map<std::string, comm::Communicator*>& comms, std::vector<float>& out) {
+  const std::string& flat = s.placement[a].dim;
+  const int64_t whole = layout::flatView(named.local(), flat).dims.back().size;
+  const int64_t n = s.mesh[a].size;
+  const int64_t outer = whole > 0 ? named.local().elements().value_or(0) / whole : 0;
+  const int64_t largest = layout::pieceSize(whole, n, 0), mine = layout::pieceSize(whole, n, s.coords[a]);
+  auto c = comms.find(s.mesh[a].name);
+  if (c == comms.end() || !c->second) return {false, "no process group for mesh axis `" + s.mesh[a].name + "`"};
+  std::vector<float> send(static_cast<size_t>(outer * largest), 0.0f), blocks(static_cast<size_t>(n * outer * largest));
+  for (int64_t o = 0; o < outer; ++o)
+    std::copy(local.begin() + o * mine, local.begin() + (o + 1) * mine, send.begin() + o * largest);
+  comm::Status st = c->second->allGather(send.data(), blocks.data(), outer * largest)->wait();
+  if (!st.ok) return st;
+  out.assign(static_cast<size_t>(outer * whole), 0.0f);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t o = 0; o < outer; ++o) {
+      const float* from = blocks.data() + (r * outer + o) * largest;
+      std::copy(from, from + layout::pieceSize(whole, n, r), out.begin() + o * whole + layout::pieceStart(whole, n, r));
+    }
+  return {};
+}
+
+comm::Status gatherNamed(const std::vector<float>& local, const ShardOf& s,
+                         const std::map<std::string, comm::Communicator*>& comms, std::vector<float>& out);
+
+}  // namespace
+
 comm::Status gatherWhole(const std::vector<float>& local, const ShardOf& s,
+                         const std::map<std::string, comm::Communicator*>& comms, std::vector<float>& out) {
+  ShardOf named;
+  const int a = flatAxis(s, named);
+  if (a < 0 || s.mesh[static_cast<size_t>(a)].size <= 1) return gatherNamed(local, named, comms, out);
+  std::vector<float> block;
+  comm::Status st = gatherFlat(local, s, named, static_cast<size_t>(a), comms, block);
+  if (!st.ok) return st;
+  return gatherNamed(block, named, comms, out);
+}
+
+namespace {
+
+comm::Status gatherNamed(const std::vector<float>& local, const ShardOf& s,
                          const std::map<std::string, comm::Communicator*>& comms, std::vector<float>& out) {
   out = local;
   std::vector<layout::Placement> left = s.placement;  // split over the axes not gathered yet
@@ -103,6 +184,8 @@ comm::Status gatherWhole(const std::vector<float>& local, const ShardOf& s,
   }
   return {};
 }
+
+}  // namespace
 
 comm::Status sumOverShards(std::vector<float>& values, const ShardOf& s,
                            const std::map<std::string, comm::Communicator*>& comms) {

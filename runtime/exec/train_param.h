@@ -13,6 +13,10 @@ namespace dtl::rt {
 struct Param {
   const ParamSpec* spec;
   ShardOf shard;              // the piece of spec->shape this rank holds
+  // The piece the optimiser updates: the update node's placement — `shard`,
+  // or with ZeRO a flat piece of it over the data-parallel axis. The
+  // gradient and the optimiser state are of this piece.
+  ShardOf piece;
   std::vector<float> value;   // this rank's piece (local shape)
   std::vector<float> grad;  // accumulated over micro-batches
   // This step's gradient: `grad`, or with one micro-batch the executor's own

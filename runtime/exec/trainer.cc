@@ -101,16 +101,17 @@ class Trainer {
     for (const auto& [axis, c] : c_.comms) exec_->setCommunicator(axis, c);
     lead_ = writesLogs(c_.global_rank);
     for (const ParamSpec& s : c_.params) {
-      Param p{&s, shardOf(s), {}, {}, nullptr, {}};
+      Param p{&s, shardOf(s), pieceOf(s), {}, {}, nullptr, {}};
       std::vector<float> whole = initParam(s, c_.seed);  // what one process makes; this rank keeps its piece
       p.value = p.shard.sharded() ? takeLocal(whole.data(), p.shard) : std::move(whole);
       params_.push_back(std::move(p));
     }
     for (Param& p : params_) {
       exec_->bindParam(p.spec->path, p.value.data());
-      p.grad.assign(p.value.size(), 0.0f);
+      p.grad.assign(static_cast<size_t>(p.piece.local().elements().value_or(0)), 0.0f);
     }
     if (c_.accumulate > 1) findBucketReduced();
+    if (c_.accumulate > 1 && c_.zero == 1) scattered_ = scatterReducedParams(*c_.program, params_);
     if (!c_.init_file.empty() && !initFrom(c_.init_file)) return 1;
     if (!openData()) return 1;
     if (!checkpoints_.start(err_)) return 1;
@@ -241,6 +242,15 @@ class Trainer {
     return out;
   }
 
+  // The piece of `s` the optimiser updates: its update's placement.
+  ShardOf pieceOf(const ParamSpec& s) const {
+    const prog::Program& g = *c_.program;
+    ShardOf out = shardOf(s);
+    for (const ir::Node& n : g.nodes)
+      if (n.op == ir::Op::Update && n.name == s.path) out.placement = g.placement[static_cast<size_t>(n.id)];
+    return out;
+  }
+
   // Per mesh axis: whether `s` is split over it (writer_ranks.h's terms).
   static std::vector<bool> splitAxes(const ShardOf& s) {
     std::vector<bool> out(s.mesh.size(), false);
@@ -251,13 +261,13 @@ class Trainer {
 
   // A sharded tensor whole, on every rank of the axes it is split over (all
   // of them call this together).
-  bool whole(const Param& p, const std::vector<float>& piece, std::vector<float>& out) {
-    if (!p.shard.sharded()) {
+  bool whole(const ShardOf& shard, const std::vector<float>& piece, std::vector<float>& out, const std::string& path) {
+    if (!shard.sharded()) {
       out = piece;
       return true;
     }
-    comm::Status s = gatherWhole(piece, p.shard, c_.comms, out);
-    if (!s.ok) err_ += "gathering `" + p.spec->path + "`: " + s.message + "\n";
+    comm::Status s = gatherWhole(piece, shard, c_.comms, out);
+    if (!s.ok) err_ += "gathering `" + path + "`: " + s.message + "\n";
     return s.ok;
   }
 
@@ -267,7 +277,7 @@ class Trainer {
     uint64_t h = kFnvOffset;
     std::vector<float> w;
     for (const Param& p : params_) {
-      if (!whole(p, p.value, w)) return false;
+      if (!whole(p.shard, p.value, w, p.spec->path)) return false;
       h = fnv1a(w.data(), w.size() * 4, fnv1a(p.spec->path, h));
     }
     out = hex64(h);
@@ -336,6 +346,7 @@ class Trainer {
     ctx.training = true;
     ctx.threads = c_.threads;
     ctx.defer_buckets = c_.accumulate > 1;
+    const bool sum_in_program = !scattered_.empty();  // zero = 1: the buckets add the micro-batches up
     double sum = 0;
     // One micro-batch: the executor writes the gradients straight into the
     // accumulators (where it can), so nothing is copied.
@@ -344,15 +355,22 @@ class Trainer {
     for (int64_t m = 0; m < c_.accumulate; ++m) {
       feed(train_loader_->next());
       ctx.seed = c_.seed * 1000003ull + static_cast<uint64_t>(step) * 131ull + static_cast<uint64_t>(m);
+      ctx.scatter_add = sum_in_program && m > 0;
+      ctx.scatter_defer = sum_in_program && m + 1 < c_.accumulate;
       KernelStatus s = exec_->run(true, ctx);
       if (!s.ok) {
         err_ += "step " + std::to_string(step) + ": " + s.message + "\n";
         return false;
       }
       sum += exec_->value(g.loss);
-      for (Param& p : params_) {
+      for (size_t i = 0; i < params_.size(); ++i) {
+        Param& p = params_[i];
         float* gr = exec_->grad(p.spec->path);
         p.step_grad = p.grad.data();
+        if (sum_in_program && scattered_[i]) {  // the step's sum, complete after the last micro-batch
+          if (m + 1 == c_.accumulate && gr) std::memcpy(p.grad.data(), gr, p.grad.size() * 4);
+          continue;
+        }
         if (!gr) {  // a parameter the loss does not depend on
           if (m == 0) std::fill(p.grad.begin(), p.grad.end(), 0.0f);
           continue;
@@ -474,13 +492,16 @@ class Trainer {
       // Only the ranks gathering for the writer: the group over the axes the
       // tensor is split on that holds rank 0 (writesTensor: the ranks whose
       // other coordinates are 0).
-      if (!writer && (!p.shard.sharded() || !writesTensor(c_.mesh, splitAxes(p.shard), c_.global_rank))) continue;
-      if (!whole(p, p.value, w)) return false;
+      const bool gathers_value = p.shard.sharded() && writesTensor(c_.mesh, splitAxes(p.shard), c_.global_rank);
+      const bool gathers_state = p.piece.sharded() && writesTensor(c_.mesh, splitAxes(p.piece), c_.global_rank);
+      if (!writer && !gathers_value && !gathers_state) continue;
+      if ((writer || gathers_value) && !whole(p.shard, p.value, w, p.spec->path)) return false;
       if (writer) c.params.push_back(blob(p.spec->path, p.spec->shape, w));
+      if (!writer && !gathers_state) continue;
       const std::vector<float>* state[2] = {&p.state.a, &p.state.b};
       for (size_t k = 0; k < names.size() && k < 2; ++k) {
         if (state[k]->empty()) continue;
-        if (!whole(p, *state[k], w)) return false;
+        if (!whole(p.piece, *state[k], w, p.spec->path)) return false;
         if (writer) c.optimizer.push_back(blob(p.spec->path + "." + names[k], p.spec->shape, w));
       }
     }
@@ -536,8 +557,8 @@ class Trainer {
         }
         if (values == 0) {
           state[k]->clear();
-        } else if (p.shard.sharded()) {
-          *state[k] = takeLocal(data, p.shard);
+        } else if (p.piece.sharded()) {
+          *state[k] = takeLocal(data, p.piece);
         } else {
           state[k]->assign(data, data + values);
         }
@@ -584,6 +605,7 @@ class Trainer {
   std::unique_ptr<Executor> exec_;
   std::vector<Param> params_;
   std::map<std::string, std::vector<size_t>> deferred_;  // axis → params reduced once per step (no_sync)
+  std::vector<bool> scattered_;  // zero = 1 with accumulation: per param, summed and scattered by the program
   data::Dataset train_, eval_;
   std::unique_ptr<data::Loader> train_loader_;
   io::MetricsWriter metrics_;

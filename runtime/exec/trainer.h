@@ -46,6 +46,7 @@ struct TrainConfig {
   optim::OptimizerConfig optimizer;
   optim::ScheduleConfig schedule;
   double clip = 0;  // 0 = no clipping
+  int zero = 0;     // the spec's `zero`: at 1, accumulated gradients are reduce-scattered once per step
   uint64_t seed = 0;
   Period log_every, eval_every, checkpoint_every;
   std::string checkpoint_dir;

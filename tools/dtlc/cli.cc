@@ -59,7 +59,7 @@ const char* kCheckHelp =
     "  -h, --help           this help\n"
     "\n"
     "Rules and settings this build cannot run yet (a `split` of a dim other than\n"
-    "batch, zero, pipeline, recompute, reduce_dtype, precision) are warnings here\n"
+    "batch, pipeline, recompute, reduce_dtype, precision) are warnings here\n"
     "and errors for `dtlc plan` and `dtlc run` (and --emit=layout|program|fused|\n"
     "llvm|ptx).\n"
     "\n"

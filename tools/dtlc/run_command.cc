@@ -214,6 +214,7 @@ rt::TrainConfig makeConfig(const driver::Frontend& fe, const RunFlags& f) {
   c.schedule.warmup = t.schedule_args.count("warmup") ? t.schedule_args.at("warmup") : 0;
   c.schedule.min_lr = t.schedule_args.count("min_lr") ? t.schedule_args.at("min_lr") : 0;
   c.clip = t.clip.value_or(0);
+  c.zero = static_cast<int>(spec.parallel.zero);
   c.seed = static_cast<uint64_t>(t.seed);
   c.log_every = period(t.log_every);
   c.eval_every = period(t.eval_every);
