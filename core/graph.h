@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,10 @@ struct Bucket {
   std::vector<int> members;  // its op's node ids, in production order
   int start_after = -1;
   int64_t bytes = 0;
+  // ZeRO-1: the bucket's blocks hold the full gradient for the whole step
+  // (a step's micro-batches are summed in them); other reduce-scatter
+  // buckets need theirs only while in flight.
+  bool keeps_sum = false;
 };
 
 const char* opName(Op op);
@@ -130,6 +135,9 @@ struct Graph {
   std::vector<std::pair<std::string, int>> grads;
   int forward_end = 0;                    // nodes [0, forward_end) are the forward pass
   std::vector<Bucket> buckets;            // filled by the bucketing pass
+  // A collective → the node after which it starts, when a scheduling pass
+  // chose (ZeRO-3's prefetching gathers); else it starts after its input.
+  std::map<int, int> start_after;
 
   int add(Node n) {
     n.id = static_cast<int>(nodes.size());

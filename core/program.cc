@@ -45,6 +45,9 @@ std::string scheduleText(const Program& p, const Schedule& s, const char* name) 
     } else {
       line = std::string(in.kind == Instr::Start ? "  start " : "  wait  ") + "group " + std::to_string(in.id);
       if (in.kind == Instr::Start) line += ": " + groupText(p, p.groups[static_cast<size_t>(in.id)]);
+      const size_t g = static_cast<size_t>(in.id);
+      if (in.kind == Instr::Start && g < s.group_slot.size() && s.group_slot[g] >= 0)
+        line += " (buffer in slot " + std::to_string(s.group_slot[g]) + ")";
     }
     if (!in.frees.empty()) {
       line += "  ; frees";
@@ -78,7 +81,8 @@ int64_t Program::arenaBytes() const { return wordBytes(arenaWords()); }
 
 int64_t Program::groupBytes() const {
   std::vector<int64_t> words;
-  for (const Group& g : groups) words.push_back(g.elements);
+  for (const Group& g : groups)
+    if (!g.transient) words.push_back(g.elements);
   return wordBytes(words);
 }
 

@@ -65,12 +65,19 @@ struct Group {
   // packed blocks and its own; an all-to-all's send and receive blocks; a
   // max all-reduce's gathered values; else 0 (the result is written directly).
   int64_t elements = 0;
+  // The buffer is needed only from the group's start to its wait, and lives
+  // in a buffer slot of the schedule that runs it (Schedule::group_slot);
+  // otherwise it is the group's for the whole run: an all-reduce bucket,
+  // whose members are views of it, and ZeRO-1's buckets, which keep the
+  // step's gradients.
+  bool transient = false;
 };
 
 struct Schedule {
   std::vector<Instr> instrs;
   std::vector<Storage> storage;      // per node
   std::vector<int64_t> slot_words;   // per buffer slot: its size in 4-byte words
+  std::vector<int> group_slot;       // per group: the slot of its transient buffer here, or -1
   int64_t slotBytes() const;  // saturates at INT64_MAX
 };
 
@@ -98,7 +105,7 @@ struct Program {
   // in training slots while it runs).
   std::vector<int64_t> arenaWords() const;
   int64_t arenaBytes() const;   // saturates at INT64_MAX
-  int64_t groupBytes() const;  // saturates at INT64_MAX
+  int64_t groupBytes() const;  // the buffers groups hold for the whole run; saturates at INT64_MAX
 };
 
 // ZeRO's flat pieces on the wire: a value of local shape `local` cut along

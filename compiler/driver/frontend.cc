@@ -12,6 +12,7 @@
 #include "compiler/ir/autodiff.h"
 #include "compiler/ir/lower_model.h"
 #include "compiler/passes/bucket_gradients.h"
+#include "compiler/passes/prefetch_gathers.h"
 
 namespace dtl::driver {
 
@@ -79,7 +80,8 @@ void Frontend::layOut() {
             loc.valid() ? sources_->name(loc.file) + ":" + std::to_string(loc.line) + ":" + std::to_string(loc.col) : "--set"};
   }
   layout_errors_ = layout::assignPlacements(graph_, mesh, rules, layout_, zero);
-  passes::bucketGradients(graph_, spec_.parallel.bucket_bytes, spec_.parallel.overlap);
+  passes::bucketGradients(graph_, spec_.parallel.bucket_bytes, spec_.parallel.overlap, spec_.parallel.zero == 1);
+  passes::prefetchGathers(graph_, static_cast<int>(spec_.parallel.prefetch));
 }
 
 // The graph's `batch` is the global batch: train.batch (per rank) times the

@@ -38,7 +38,7 @@ std::vector<bool> updateSide(const ir::Graph& g) {
 
 }  // namespace
 
-void bucketGradients(ir::Graph& g, int64_t cap_bytes, bool overlap) {
+void bucketGradients(ir::Graph& g, int64_t cap_bytes, bool overlap, bool keep_scatter_sums) {
   // What reaches an update directly, or through the gathers of a stacked
   // parameter's copies (each copy reduced on its own).
   std::vector<bool> feeds_update(g.nodes.size(), false);
@@ -82,6 +82,7 @@ void bucketGradients(ir::Graph& g, int64_t cap_bytes, bool overlap) {
       b.id = static_cast<int>(g.buckets.size());
       b.axis = it.axis;
       b.op = it.op;
+      b.keeps_sum = keep_scatter_sums && it.op == ir::Op::ReduceScatter;
       g.buckets.push_back(b);
       open[key] = b.id;
     }

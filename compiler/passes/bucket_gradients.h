@@ -12,6 +12,8 @@
 
 namespace dtl::passes {
 
-void bucketGradients(ir::Graph& g, int64_t cap_bytes, bool overlap);
+// `keep_scatter_sums` (zero = 1): reduce-scatter buckets keep their blocks
+// for the whole step (Bucket::keeps_sum).
+void bucketGradients(ir::Graph& g, int64_t cap_bytes, bool overlap, bool keep_scatter_sums = false);
 
 }  // namespace dtl::passes

@@ -22,8 +22,9 @@ int root(const prog::Schedule& s, int v) {
 
 void assignSlots(prog::Program& p, prog::Schedule& s, const std::vector<bool>& keep,
                  const std::vector<int64_t>& pool) {
-  const size_t n = p.nodes.size();
-  std::vector<int> def(n, kEnd), last(n, -1);
+  // Values 0 … n-1 are the nodes; n + g is group g's transient buffer.
+  const size_t n = p.nodes.size(), total = n + p.groups.size();
+  std::vector<int> def(total, kEnd), last(total, -1);
   for (size_t pos = 0; pos < s.instrs.size(); ++pos) {
     const Instr& in = s.instrs[pos];
     const int at = static_cast<int>(pos);
@@ -32,11 +33,18 @@ void assignSlots(prog::Program& p, prog::Schedule& s, const std::vector<bool>& k
       for (int x : p[in.id].inputs) last[static_cast<size_t>(x)] = std::max(last[static_cast<size_t>(x)], at);
       continue;
     }
-    // A group writes its members from its start until it is waited for,
-    // and reads their operands until then.
-    for (int m : p.groups[static_cast<size_t>(in.id)].members) {
+    // A group writes its members from its start until it is waited for; a
+    // bucket packs its operands when it starts, a single collective reads
+    // its operand until it is waited for. Its own buffer is in use from
+    // start to wait.
+    const prog::Group& grp = p.groups[static_cast<size_t>(in.id)];
+    const size_t buffer = n + static_cast<size_t>(in.id);
+    if (in.kind == Instr::Start) def[buffer] = std::min(def[buffer], at);
+    if (in.kind == Instr::Wait) last[buffer] = std::max(last[buffer], at);
+    for (int m : grp.members) {
       if (in.kind == Instr::Start) def[static_cast<size_t>(m)] = std::min(def[static_cast<size_t>(m)], at);
       if (in.kind == Instr::Wait) last[static_cast<size_t>(m)] = std::max(last[static_cast<size_t>(m)], at);
+      if (grp.bucket >= 0 && in.kind == Instr::Wait) continue;
       for (int x : p[m].inputs) last[static_cast<size_t>(x)] = std::max(last[static_cast<size_t>(x)], at);
     }
   }
@@ -54,18 +62,23 @@ void assignSlots(prog::Program& p, prog::Schedule& s, const std::vector<bool>& k
     last[r] = std::max(last[r], last[v]);
   }
   std::vector<std::vector<int>> born(s.instrs.size()), dies(s.instrs.size());
-  for (size_t v = 0; v < n; ++v) {
-    if (s.storage[v].kind != Storage::Slot || def[v] == kEnd) continue;
+  auto slotted = [&](size_t v) {
+    return v < n ? s.storage[v].kind == Storage::Slot : p.groups[v - n].transient && p.groups[v - n].elements > 0;
+  };
+  for (size_t v = 0; v < total; ++v) {
+    if (!slotted(v) || def[v] == kEnd) continue;
     born[static_cast<size_t>(def[v])].push_back(static_cast<int>(v));
-    if (last[v] != kEnd) dies[static_cast<size_t>(last[v])].push_back(static_cast<int>(v));
+    if (last[v] != kEnd && last[v] >= 0) dies[static_cast<size_t>(last[v])].push_back(static_cast<int>(v));
   }
   s.slot_words = pool;
+  s.group_slot.assign(p.groups.size(), -1);
   std::vector<int> free;  // slot ids
   for (size_t k = 0; k < pool.size(); ++k) free.push_back(static_cast<int>(k));
   for (size_t pos = 0; pos < s.instrs.size(); ++pos) {
     for (int v : born[pos]) {
+      const size_t vi = static_cast<size_t>(v);
       // A size past int64 saturates (the memory check refuses it before a run).
-      const int64_t need = std::max<int64_t>(p[v].shape.elements().value_or(INT64_MAX / 4), 1);
+      const int64_t need = std::max<int64_t>(vi < n ? p[v].shape.elements().value_or(INT64_MAX / 4) : p.groups[vi - n].elements, 1);
       // Best fit among the free slots; else the largest free one, grown.
       int best = -1, largest = -1;
       for (int k : free) {
@@ -81,11 +94,13 @@ void assignSlots(prog::Program& p, prog::Schedule& s, const std::vector<bool>& k
         free.erase(std::find(free.begin(), free.end(), slot));
         s.slot_words[static_cast<size_t>(slot)] = std::max(s.slot_words[static_cast<size_t>(slot)], need);
       }
-      s.storage[static_cast<size_t>(v)].index = slot;
+      if (vi < n) s.storage[vi].index = slot;
+      else s.group_slot[vi - n] = slot;
     }
     for (int v : dies[pos]) {
-      free.push_back(s.storage[static_cast<size_t>(v)].index);
-      s.instrs[pos].frees.push_back(v);
+      const size_t vi = static_cast<size_t>(v);
+      free.push_back(vi < n ? s.storage[vi].index : s.group_slot[vi - n]);
+      if (vi < n) s.instrs[pos].frees.push_back(v);
     }
   }
 }

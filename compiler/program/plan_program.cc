@@ -16,7 +16,9 @@
 
 #include <algorithm>
 #include <functional>
+#include <deque>
 #include <map>
+#include <set>
 
 #include "compiler/program/assign_slots.h"
 
@@ -60,6 +62,7 @@ class Planner {
       grp.start_after = b.start_after;
       if (b.op == Op::ReduceScatter) {
         scatterBucket(grp);
+        grp.transient = !b.keeps_sum;
       } else {
         for (int m : b.members) {
           group_of_[static_cast<size_t>(m)] = grp.id;
@@ -76,7 +79,8 @@ class Planner {
       grp.op = n.op;
       grp.axis = n.name;
       grp.members = {n.id};
-      grp.start_after = n.inputs[0];
+      auto chosen = g_.start_after.find(n.id);
+      grp.start_after = chosen != g_.start_after.end() ? chosen->second : n.inputs[0];
       // Gathering a dim that is not the leading one: the ranks' blocks
       // arrive one after another in a buffer of the group's own, and are
       // put in place along the dim when the group is waited for.
@@ -103,6 +107,7 @@ class Planner {
       // The largest over the ranks: every rank's values arrive (an
       // all-gather) and are compared when the group is waited for.
       if (isMaxReduce(n)) grp.elements = elements(p_[n.id]) * axisSize(n.name);
+      grp.transient = true;
       group_of_[static_cast<size_t>(n.id)] = grp.id;
       p_.groups.push_back(std::move(grp));
     }
@@ -110,17 +115,23 @@ class Planner {
 
   // A bucket of ZeRO reduce-scatters: one block per rank, each holding
   // every member's piece for that rank (padded to the largest piece), and
-  // after them the block this rank receives, where each member's result is.
+  // after them the block this rank receives, from which each member's piece
+  // is copied to its own storage when the bucket is waited for.
   void scatterBucket(prog::Group& grp) {
     const int64_t ranks = axisSize(grp.axis);
     int64_t block = 0;
     for (int m : grp.members) {
       group_of_[static_cast<size_t>(m)] = grp.id;
-      offset_[m] = block;  // within a block, for now
       block += prog::flatBlock(p_[g_[m].inputs[0]].shape, g_[m].names.at(0), ranks);
     }
-    for (int m : grp.members) offset_[m] += ranks * block;
     grp.elements = (ranks + 1) * block;
+  }
+
+  // A member of a reduce-scatter bucket: its piece is written at the
+  // bucket's wait into storage of its own, like a computed value's.
+  bool scattered(int id) const {
+    const int grp = group_of_[static_cast<size_t>(id)];
+    return grp >= 0 && p_.groups[static_cast<size_t>(grp)].bucket >= 0 && p_.groups[static_cast<size_t>(grp)].op == Op::ReduceScatter;
   }
 
   // The optimiser step's nodes: the updates, the pieces of replicated
@@ -191,6 +202,7 @@ class Planner {
     Schedule s;
     const std::vector<bool> in = members(Kind::Update);
     order(s, in);
+    boundInFlight(s, 2);
     s.storage.assign(n_, Storage{});
     for (const Node& n : g_.nodes) {
       if (!in[static_cast<size_t>(n.id)]) continue;
@@ -203,8 +215,33 @@ class Planner {
     const int base = static_cast<int>(std::max(p_.train.slot_words.size(), p_.eval.slot_words.size()));
     for (Storage& st : s.storage)
       if (st.kind == Storage::Slot) st.index += base;
+    for (int& slot : s.group_slot)
+      if (slot >= 0) slot += base;
     s.slot_words.insert(s.slot_words.begin(), static_cast<size_t>(base), 0);
     return s;
+  }
+
+  // At most `limit` groups in flight: each start past it waits for the
+  // oldest first, so the gathers of updated pieces (levels 1, 2) hold a
+  // couple of parameters' buffers at a time, not the whole model's.
+  static void boundInFlight(Schedule& s, size_t limit) {
+    std::vector<Instr> out;
+    std::deque<int> flying;
+    std::set<int> waited;
+    for (const Instr& in : s.instrs) {
+      if (in.kind == Instr::Wait) {
+        if (!waited.insert(in.id).second) continue;
+        flying.erase(std::remove(flying.begin(), flying.end(), in.id), flying.end());
+      }
+      out.push_back(in);
+      if (in.kind != Instr::Start) continue;
+      flying.push_back(in.id);
+      if (flying.size() <= limit) continue;
+      waited.insert(flying.front());
+      out.push_back(Instr{Instr::Wait, flying.front(), {}});
+      flying.pop_front();
+    }
+    s.instrs = std::move(out);
   }
 
   // The parameter an all-gather of updated pieces writes.
@@ -285,6 +322,7 @@ class Planner {
       const Shape& in = p_[n.inputs[0]].shape;
       return {Storage::Alias, n.inputs[0], p_[n.id].index * (elements(p_[n.inputs[0]]) / std::max<int64_t>(in.dims[0].size, 1))};
     }
+    if (scattered(n.id)) return train ? Storage{Storage::Slot, -1, 0} : Storage{};
     if (grp >= 0 && p_.groups[static_cast<size_t>(grp)].bucket >= 0)
       return train ? Storage{Storage::Group, grp, offset_.at(n.id)} : Storage{};
     return {Storage::Slot, -1, 0};
@@ -339,7 +377,7 @@ class Planner {
         const size_t xi = static_cast<size_t>(x);
         // Not when something reads the copy after the stack is made: the
         // stack may be all-reduced in place by then (its bucket).
-        if (x < g_.forward_end || keep[xi] || elsewhere[xi] || stack_slots[xi] != 1 || !computed(g_[x]) ||
+        if (x < g_.forward_end || keep[xi] || elsewhere[xi] || stack_slots[xi] != 1 || !(computed(g_[x]) || scattered(x)) ||
             g_[x].dtype != st.dtype || elements(p_[x]) != per || last[xi] > st.id)
           continue;
         s.storage[xi] = {Storage::Alias, st.id, (st.index + static_cast<int64_t>(k)) * per};
@@ -350,7 +388,7 @@ class Planner {
     for (const auto& [path, id] : g_.grads) ++paths[id];
     for (const auto& [id, count] : paths) {
       const Node& n = g_[id];
-      if (count == 1 && id >= g_.forward_end && computed(n) && !elsewhere[static_cast<size_t>(id)] &&
+      if (count == 1 && id >= g_.forward_end && (computed(n) || scattered(id)) && !elsewhere[static_cast<size_t>(id)] &&
           s.storage[static_cast<size_t>(id)].kind == Storage::Slot)
         s.storage[static_cast<size_t>(id)] = {Storage::Output, -1, 0};
     }

@@ -29,6 +29,7 @@ Executor::Executor(const prog::Program& p, Backend& backend) : program_(p), back
   flat_.resize(p.groups.size());
   work_.resize(p.groups.size());
   for (const prog::Group& g : p.groups) {
+    if (g.transient) continue;
     flat_[static_cast<size_t>(g.id)].resize(static_cast<size_t>(g.elements));
     held_bytes_ += g.elements * 4;
   }
@@ -64,7 +65,7 @@ void* Executor::place(const prog::Schedule& s, int node) {
       break;
     }
     case prog::Storage::Alias: at = static_cast<uint32_t*>(place(s, st.index)) + st.offset; break;
-    case prog::Storage::Group: at = flat_[static_cast<size_t>(st.index)].data() + st.offset; break;
+    case prog::Storage::Group: at = buffer(st.index) + st.offset; break;
     case prog::Storage::Output: {
       auto b = bound_.find(node);
       if (b != bound_.end()) {
@@ -85,8 +86,16 @@ void* Executor::place(const prog::Schedule& s, int node) {
   return at;
 }
 
+float* Executor::buffer(int group) {
+  const prog::Group& g = program_.groups[static_cast<size_t>(group)];
+  if (!g.transient) return flat_[static_cast<size_t>(group)].data();
+  const int slot = running_ ? running_->group_slot[static_cast<size_t>(group)] : -1;
+  return slot < 0 ? nullptr : reinterpret_cast<float*>(slots_[static_cast<size_t>(slot)].words.get());
+}
+
 KernelStatus Executor::run(bool with_backward, const RunContext& ctx) {
   const prog::Schedule& s = with_backward ? program_.train : program_.eval;
+  running_ = &s;
   placed_.assign(program_.nodes.size(), nullptr);
   bucket_events_.clear();
   int64_t runs_left = 0;
@@ -167,6 +176,7 @@ KernelStatus Executor::localSlice(const ir::Node& n, const TensorView& in, Tenso
 // gathers of updated pieces it starts and waits for.
 KernelStatus Executor::update(const optim::Optimizer& opt, int64_t step, double lr) {
   const prog::Schedule& s = program_.update;
+  running_ = &s;
   placed_.assign(program_.nodes.size(), nullptr);
   RunContext ctx;
   KernelStatus status;

@@ -77,7 +77,7 @@ class Executor {
   KernelStatus localSlice(const ir::Node& n, const TensorView& in, TensorView& out);
   KernelStatus start(const prog::Schedule& s, int group, int after_node, int64_t nodes_left, const RunContext& ctx);
   KernelStatus startScatterBucket(const prog::Schedule& s, int group, const RunContext& ctx, comm::Communicator* comm);
-  void compactScattered(int group);
+  void unpackScattered(int group);
   KernelStatus runUpdate(const ir::Node& n, const optim::Optimizer& opt, int64_t step, double lr);
   KernelStatus wait(int group);
   void placeGathered(int group);
@@ -98,7 +98,12 @@ class Executor {
   std::vector<void*> placed_;  // per node: its storage this run
   std::map<std::string, float*> step_grads_;  // per parameter path: this step's gradient
   std::map<std::string, optim::ParamState*> states_;
-  std::vector<std::vector<float>> flat_;      // per group: its own buffer (prog::Group::elements)
+  // A group's buffer (prog::Group::elements): its own for the whole run, or
+  // a transient one in the running schedule's slot (Schedule::group_slot).
+  float* buffer(int group);
+  int64_t bufferSize(int group) const { return program_.groups[static_cast<size_t>(group)].elements; }
+  std::vector<std::vector<float>> flat_;      // per group: its own buffer, unless transient
+  const prog::Schedule* running_ = nullptr;   // the schedule being run
   std::map<int, std::vector<float>> padded_;  // per uneven all-gather: this rank's piece, padded
   std::map<int, std::vector<float>> outputs_;  // unbound gradient outputs, by node
   std::map<std::string, float*> params_;

@@ -44,7 +44,7 @@ KernelStatus Executor::start(const prog::Schedule& s, int group, int after_node,
   }
   const bool defer = ctx.defer_buckets;
   if (g.bucket >= 0) {
-    std::vector<float>& flat = flat_[static_cast<size_t>(group)];
+    float* flat = buffer(group);
     for (int m : g.members) {  // the gradients not computed in place
       const TensorView& src = views_[static_cast<size_t>(program_[m].inputs[0])];
       TensorView& out = views_[static_cast<size_t>(m)];
@@ -53,7 +53,7 @@ KernelStatus Executor::start(const prog::Schedule& s, int group, int after_node,
       out.data = place(s, m);
       if (src.data != out.data) std::memcpy(out.data, src.data, static_cast<size_t>(src.elements) * 4);
     }
-    if (comm && !defer) work_[static_cast<size_t>(group)] = comm->allReduce(flat.data(), static_cast<int64_t>(flat.size()));
+    if (comm && !defer) work_[static_cast<size_t>(group)] = comm->allReduce(flat, bufferSize(group));
     bucket_events_.push_back({g.bucket, after_node, nodes_left});
     return {};
   }
@@ -71,7 +71,7 @@ KernelStatus Executor::start(const prog::Schedule& s, int group, int after_node,
   if (n.op == ir::Op::AllToAll) return allToAll(group, in, out, comm);
   if (n.op == ir::Op::AllReduce && g.elements > 0 && comm) {
     // The largest: every rank's values, compared at wait() (largestOf).
-    work_[static_cast<size_t>(group)] = comm->allGather(in.f(), flat_[static_cast<size_t>(group)].data(), in.elements);
+    work_[static_cast<size_t>(group)] = comm->allGather(in.f(), buffer(group), in.elements);
     return {};
   }
   if (n.op == ir::Op::AllReduce || !comm) {
@@ -90,7 +90,7 @@ KernelStatus Executor::start(const prog::Schedule& s, int group, int after_node,
       work_[static_cast<size_t>(group)] = comm->allGather(in.f(), out.f(), in.elements);
       return {};
     }
-    const int64_t block = static_cast<int64_t>(flat_[static_cast<size_t>(group)].size()) / comm->size();
+    const int64_t block = bufferSize(group) / comm->size();
     const float* send = in.f();
     if (block != in.elements) {  // a smaller piece: padded along the gathered dim
       std::vector<float>& pad = padded_[group];
@@ -101,7 +101,7 @@ KernelStatus Executor::start(const prog::Schedule& s, int group, int after_node,
       copyRows(in.f(), outer, part, inner, 0, pad.data(), block / std::max<int64_t>(outer * inner, 1), 0, part);
       send = pad.data();
     }
-    work_[static_cast<size_t>(group)] = comm->allGather(send, flat_[static_cast<size_t>(group)].data(), block);
+    work_[static_cast<size_t>(group)] = comm->allGather(send, buffer(group), block);
     return {};
   }
   return {false, std::string(ir::opName(n.op)) + " over `" + n.name + "` is not built yet"};
@@ -119,9 +119,9 @@ KernelStatus Executor::startScatterBucket(const prog::Schedule& s, int group, co
                                           comm::Communicator* comm) {
   const prog::Group& g = program_.groups[static_cast<size_t>(group)];
   const int64_t ranks = axisRanks(g.axis);
-  std::vector<float>& flat = flat_[static_cast<size_t>(group)];
-  const int64_t block = static_cast<int64_t>(flat.size()) / (ranks + 1);
-  if (!ctx.scatter_add) std::fill(flat.begin(), flat.begin() + ranks * block, 0.0f);
+  float* flat = buffer(group);
+  const int64_t block = bufferSize(group) / (ranks + 1);
+  if (!ctx.scatter_add) std::fill(flat, flat + ranks * block, 0.0f);
   int64_t at = 0;  // the member's place within a block
   for (int m : g.members) {
     const ir::Node& n = program_[m];
@@ -133,7 +133,7 @@ KernelStatus Executor::startScatterBucket(const prog::Schedule& s, int group, co
       const int64_t start = layout::pieceStart(whole, ranks, r), size = layout::pieceSize(whole, ranks, r);
       for (int64_t o = 0; o < outer; ++o) {
         const float* from = src.f() + o * whole + start;
-        float* to = flat.data() + r * block + at + o * largest;
+        float* to = flat + r * block + at + o * largest;
         for (int64_t i = 0; i < size; ++i) to[i] += from[i];
       }
     }
@@ -146,28 +146,29 @@ KernelStatus Executor::startScatterBucket(const prog::Schedule& s, int group, co
   }
   if (ctx.scatter_defer) return {};
   if (comm) {
-    work_[static_cast<size_t>(group)] = comm->reduceScatter(flat.data(), flat.data() + ranks * block, block);
+    work_[static_cast<size_t>(group)] = comm->reduceScatter(flat, flat + ranks * block, block);
   } else {
-    std::copy(flat.begin(), flat.begin() + block, flat.begin() + ranks * block);
-    compactScattered(group);
+    std::copy(flat, flat + block, flat + ranks * block);
+    unpackScattered(group);
   }
   return {};
 }
 
-// A member whose kept dims give it several rows, of a piece shorter than
-// the padded one: its rows moved together (forward, in place).
-void Executor::compactScattered(int group) {
+// Each member's piece from the received block (its rows padded to the
+// largest piece) into its own storage.
+void Executor::unpackScattered(int group) {
   const prog::Group& g = program_.groups[static_cast<size_t>(group)];
   const int64_t ranks = axisRanks(g.axis);
+  const float* received = buffer(group) + ranks * (bufferSize(group) / (ranks + 1));
+  int64_t at = 0;
   for (int m : g.members) {
     const ir::Node& n = program_[m];
-    const Shape v = layout::flatView(n.shape, n.names[0]);
-    const int64_t mine = v.dims.back().size, outer = mine > 0 ? v.elements().value_or(0) / mine : 0;
     const int64_t whole = layout::flatView(program_[n.inputs[0]].shape, n.names[0]).dims.back().size;
+    const int64_t mine = layout::flatView(n.shape, n.names[0]).dims.back().size;
     const int64_t largest = layout::pieceSize(whole, ranks, 0);
-    if (outer <= 1 || mine == largest) continue;
-    float* rows = views_[static_cast<size_t>(m)].f();
-    for (int64_t o = 1; o < outer; ++o) std::memmove(rows + o * mine, rows + o * largest, static_cast<size_t>(mine) * 4);
+    const int64_t outer = mine > 0 ? n.shape.elements().value_or(0) / mine : 0;
+    copyRows(received + at, outer, largest, 1, 0, views_[static_cast<size_t>(m)].f(), mine, 0, mine);
+    at += outer * largest;
   }
 }
 
@@ -188,12 +189,12 @@ KernelStatus Executor::reduceScatter(int group, const TensorView& in, TensorView
   const int64_t largest = layout::pieceSize(whole, ranks, 0);
   const auto [outer, inner] = around(in.shape, k);
   const int64_t block = outer * largest * inner;
-  std::vector<float>& flat = flat_[static_cast<size_t>(group)];
-  std::fill(flat.begin(), flat.end(), 0.0f);
+  float* flat = buffer(group);
+  std::fill(flat, flat + bufferSize(group), 0.0f);
   for (int64_t r = 0; r < ranks; ++r)
-    copyRows(in.f(), outer, whole, inner, layout::pieceStart(whole, ranks, r), flat.data() + r * block, largest, 0,
+    copyRows(in.f(), outer, whole, inner, layout::pieceStart(whole, ranks, r), flat + r * block, largest, 0,
              layout::pieceSize(whole, ranks, r));
-  work_[static_cast<size_t>(group)] = comm->reduceScatter(flat.data(), flat.data() + ranks * block, block);
+  work_[static_cast<size_t>(group)] = comm->reduceScatter(flat, flat + ranks * block, block);
   return {};
 }
 
@@ -204,10 +205,10 @@ void Executor::unscatter(int group) {
   const int k = out.shape.find(n.names[0]);
   const int64_t mine = out.shape.dims[static_cast<size_t>(k)].size;
   const auto [outer, inner] = around(out.shape, k);
-  const std::vector<float>& flat = flat_[static_cast<size_t>(group)];
-  const int64_t ranks = axisRanks(n.name), block = static_cast<int64_t>(flat.size()) / (ranks + 1);
+  const float* flat = buffer(group);
+  const int64_t ranks = axisRanks(n.name), block = bufferSize(group) / (ranks + 1);
   const int64_t largest = outer * inner > 0 ? block / (outer * inner) : 0;
-  copyRows(flat.data() + ranks * block, outer, largest, inner, 0, out.f(), mine, 0, mine);
+  copyRows(flat + ranks * block, outer, largest, inner, 0, out.f(), mine, 0, mine);
 }
 
 // Shard(from) → Shard(to): block r of the send half of the group's buffer
@@ -258,8 +259,8 @@ KernelStatus Executor::allToAll(int group, const TensorView& in, TensorView& out
   }
   const Exchange e = exchangeOf(n, in.shape, out.shape, comm->size());
   const int64_t block = count(e.block);
-  std::vector<float>& flat = flat_[static_cast<size_t>(group)];
-  std::fill(flat.begin(), flat.end(), 0.0f);
+  float* flat = buffer(group);
+  std::fill(flat, flat + bufferSize(group), 0.0f);
   const std::vector<int64_t> in_dims = dimsOf(in.shape);
   for (int64_t r = 0; r < e.ranks; ++r) {
     std::vector<int64_t> sizes = in_dims, at(in_dims.size(), 0);
@@ -268,9 +269,9 @@ KernelStatus Executor::allToAll(int group, const TensorView& in, TensorView& out
     std::vector<float> part(static_cast<size_t>(count(sizes)));
     if (part.empty()) continue;
     copyBox(const_cast<float*>(in.f()), in_dims, part.data(), sizes, at, false);
-    copyBox(flat.data() + r * block, e.block, part.data(), sizes, std::vector<int64_t>(sizes.size(), 0), true);
+    copyBox(flat + r * block, e.block, part.data(), sizes, std::vector<int64_t>(sizes.size(), 0), true);
   }
-  work_[static_cast<size_t>(group)] = comm->allToAll(flat.data(), flat.data() + e.ranks * block, block);
+  work_[static_cast<size_t>(group)] = comm->allToAll(flat, flat + e.ranks * block, block);
   return {};
 }
 
@@ -282,14 +283,14 @@ void Executor::exchanged(int group) {
   const Exchange e = exchangeOf(n, in.shape, out.shape, axisRanks(n.name));
   const int64_t block = count(e.block);
   const std::vector<int64_t> out_dims = dimsOf(out.shape);
-  std::vector<float>& flat = flat_[static_cast<size_t>(group)];
+  float* flat = buffer(group);
   for (int64_t r = 0; r < e.ranks; ++r) {
     std::vector<int64_t> sizes = out_dims, at(out_dims.size(), 0);
     sizes[static_cast<size_t>(e.k_from)] = layout::pieceSize(e.from_whole, e.ranks, r);
     at[static_cast<size_t>(e.k_from)] = layout::pieceStart(e.from_whole, e.ranks, r);
     std::vector<float> part(static_cast<size_t>(count(sizes)));
     if (part.empty()) continue;
-    copyBox(flat.data() + (e.ranks + r) * block, e.block, part.data(), sizes, std::vector<int64_t>(sizes.size(), 0), false);
+    copyBox(flat + (e.ranks + r) * block, e.block, part.data(), sizes, std::vector<int64_t>(sizes.size(), 0), false);
     copyBox(out.f(), out_dims, part.data(), sizes, at, true);
   }
 }
@@ -305,8 +306,8 @@ int64_t Executor::axisRanks(const std::string& axis) const {
 void Executor::largestOf(int group) {
   const prog::Group& g = program_.groups[static_cast<size_t>(group)];
   TensorView& out = views_[static_cast<size_t>(g.members[0])];
-  const float* from = flat_[static_cast<size_t>(group)].data();
-  const int64_t n = out.elements, ranks = n > 0 ? static_cast<int64_t>(flat_[static_cast<size_t>(group)].size()) / n : 0;
+  const float* from = buffer(group);
+  const int64_t n = out.elements, ranks = n > 0 ? bufferSize(group) / n : 0;
   for (int64_t i = 0; i < n; ++i) {
     float m = from[i];
     for (int64_t r = 1; r < ranks; ++r) {
@@ -329,7 +330,7 @@ void Executor::placeGathered(int group) {
   const int64_t whole = shape.dims[static_cast<size_t>(k)].size, ranks = axisRanks(n.name);
   const int64_t largest = layout::pieceSize(whole, ranks, 0);
   const auto [outer, inner] = around(shape, k);
-  const float* from = flat_[static_cast<size_t>(group)].data();
+  const float* from = buffer(group);
   for (int64_t r = 0; r < ranks; ++r)
     copyRows(from + r * outer * largest * inner, outer, largest, inner, 0, out.f(), whole,
              layout::pieceStart(whole, ranks, r), layout::pieceSize(whole, ranks, r));
@@ -341,7 +342,7 @@ KernelStatus Executor::wait(int group) {
   comm::Status s = w->wait();
   const prog::Group& g = program_.groups[static_cast<size_t>(group)];
   if (s.ok) {
-    if (g.bucket >= 0 && g.op == ir::Op::ReduceScatter) compactScattered(group);
+    if (g.bucket >= 0 && g.op == ir::Op::ReduceScatter) unpackScattered(group);
     if (g.bucket < 0 && g.elements > 0) {
       const ir::Op op = program_[g.members[0]].op;
       if (op == ir::Op::AllReduce) {
