@@ -10,18 +10,6 @@ namespace dtl::plan {
 
 namespace {
 
-struct Collective {
-  std::string op, axis, dtype, after, why, rule;
-  int64_t bytes = 0;  // one rank's (local shapes)
-  bool max = false;   // an all-reduce of the largest: every rank's values are gathered
-  int bucket = -1;
-  // Once per optimiser step rather than per micro-batch: gradient buckets
-  // with accumulation (no_sync; ZeRO-1's scatters) and the optimiser step's
-  // gathers of updated pieces.
-  bool per_step = false;
-  std::vector<std::string> tensors;
-  int start = 0;
-};
 
 int64_t axisSize(const layout::Layout& l, const std::string& axis) {
   for (const auto& a : l.mesh)
@@ -40,6 +28,8 @@ std::string describeNode(const ir::Graph& g, int id, const std::map<int, std::st
 }
 
 // `p`: rank 0's program, for local sizes.
+}  // namespace
+
 std::vector<Collective> collectives(const ir::Graph& g, const prog::Program& p, int64_t zero) {
   // What each value is the gradient of: a parameter, or one copy of a
   // stacked one ("blocks.attn.wq[3]": the gathers name their copies).
@@ -100,9 +90,13 @@ std::vector<Collective> collectives(const ir::Graph& g, const prog::Program& p, 
   return out;
 }
 
+namespace {
+
 // Ring all-reduce sends 2(n−1)/n of the buffer; all-gather and
 // reduce-scatter (n−1)/n of the whole; a max all-reduce gathers every
 // rank's values: n − 1 times its buffer.
+}  // namespace
+
 double sent(const Collective& c, int64_t n) {
   if (n <= 1) return 0;
   if (c.max) return static_cast<double>(n - 1) * static_cast<double>(c.bytes);
@@ -110,6 +104,8 @@ double sent(const Collective& c, int64_t n) {
                                   : static_cast<double>(n - 1) / static_cast<double>(n);
   return f * static_cast<double>(c.bytes);
 }
+
+namespace {
 
 std::string meshText(const layout::Layout& l) {
   std::string s;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "compiler/layout/assign_placements.h"
 #include "compiler/sema/spec.h"
@@ -34,6 +35,27 @@ Memory memoryPerRank(const prog::Program& p, const sema::Spec& spec);
 // line per part and the total); `dtlc run` and `plan --device-memory` print
 // them when the plan does not fit.
 std::string memoryText(const Memory& m);
+
+// One collective (a bucket, or a single one) of rank 0's program.
+struct Collective {
+  std::string op, axis, dtype, after, why, rule;
+  int64_t bytes = 0;  // one rank's (local shapes)
+  bool max = false;   // an all-reduce of the largest: every rank's values are gathered
+  int bucket = -1;
+  // Once per optimiser step rather than per micro-batch: gradient buckets
+  // with accumulation (no_sync; ZeRO-1's scatters) and the optimiser step's
+  // gathers of updated pieces.
+  bool per_step = false;
+  std::vector<std::string> tensors;
+  int start = 0;
+};
+
+// In the order they start; `zero` is the spec's `parallel.zero`.
+std::vector<Collective> collectives(const ir::Graph& g, const prog::Program& p, int64_t zero);
+// Bytes one rank sends for one run of `c` on an axis of `ranks` (ring:
+// all-reduce 2(n−1)/n of its bytes, all-gather and reduce-scatter (n−1)/n
+// of the whole; a max all-reduce gathers every rank's values).
+double sent(const Collective& c, int64_t ranks);
 
 // `p` is rank 0's program of the laid-out graph `g`.
 std::string planText(const ir::Graph& g, const layout::Layout& l, const prog::Program& p, const sema::Spec& spec);
