@@ -128,6 +128,9 @@ struct Graph {
   std::vector<std::pair<std::string, int>> grads;
   int forward_end = 0;                    // nodes [0, forward_end) are the forward pass
   std::vector<Bucket> buckets;            // filled by the bucketing pass
+  // Values beyond the loss and metrics that a caller reads whole after a run
+  // (a tool's, e.g. `dtlc generate`'s logits): kept alive to the end of it.
+  std::vector<int> outputs;
 
   int add(Node n) {
     n.id = static_cast<int>(nodes.size());
