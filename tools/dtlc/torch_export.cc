@@ -51,6 +51,8 @@ class GptMapper {
     return nullptr;
   }
 
+  // Located at the parameter's declaration when the spec declares it; a
+  // standard-library layer's parameter (its line is in nn.dtl) at the model.
   bool refuse(const sema::ParamInfo* p, const std::string& message) {
     const std::string hint =
         "export --format torch maps a GPT built like samples/char_gpt.dtl: tok = Embedding(vocab, d), a [seq, d] "
@@ -95,6 +97,9 @@ class GptMapper {
   bool other(const sema::ParamInfo& p, const ir::Node& ids) {
     const Shape& s = p.shape;
     const std::string prefix = p.path.substr(0, p.path.find_last_of('.'));
+    const sema::ParamInfo* weight = param(prefix + ".weight");
+    if (s.dims.size() == 1 && endsWith(p.path, ".bias") && weight && weight->shape.dims.size() == 2)
+      return refuse(&p, "`" + p.path + "` is a bias of a Linear layer; nanoGPT's lm_head has none (use_bias = false)");
     if (s.dims.size() == 1 && (endsWith(p.path, ".weight") || endsWith(p.path, ".bias"))) {
       if (!ln_f_.empty() && ln_f_ != prefix)
         return refuse(&p, "a second final layer norm, `" + prefix + "` beside `" + ln_f_ + "`");
