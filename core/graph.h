@@ -138,6 +138,9 @@ struct Graph {
   // A collective → the node after which it starts, when a scheduling pass
   // chose (ZeRO-3's prefetching gathers); else it starts after its input.
   std::map<int, int> start_after;
+  // Values beyond the loss and metrics that a caller reads whole after a run
+  // (a tool's, e.g. `dtlc generate`'s logits): kept alive to the end of it.
+  std::vector<int> outputs;
 
   int add(Node n) {
     n.id = static_cast<int>(nodes.size());

@@ -95,6 +95,7 @@ struct Program {
   int loss = -1;
   int forward_end = 0;
   std::vector<std::pair<std::string, int>> metrics;
+  std::vector<int> outputs;  // the graph's: values read whole after a run (Executor::tensor)
   std::vector<std::pair<std::string, int>> grads;  // parameter path → its gradient's node
   std::vector<ir::Bucket> buckets;                 // the bucketing pass's, for reporting
 

@@ -172,6 +172,7 @@ class Planner {
     if (train) return in;
     std::vector<int> todo = {g_.loss};
     for (const auto& [name, id] : g_.metrics) todo.push_back(id);
+    for (int id : g_.outputs) todo.push_back(id);
     while (!todo.empty()) {  // what the loss and metrics read past the forward pass
       const int id = todo.back();
       todo.pop_back();
@@ -394,11 +395,12 @@ class Planner {
     }
   }
 
-  // What the caller reads after a run: the loss, the metrics, the gradients.
+  // What the caller reads after a run: the loss, the metrics, the outputs, the gradients.
   std::vector<bool> kept() const {
     std::vector<bool> keep(n_, false);
     if (g_.loss >= 0) keep[static_cast<size_t>(g_.loss)] = true;
     for (const auto& [name, id] : g_.metrics) keep[static_cast<size_t>(id)] = true;
+    for (int id : g_.outputs) keep[static_cast<size_t>(id)] = true;
     for (const auto& [path, id] : g_.grads) keep[static_cast<size_t>(id)] = true;
     return keep;
   }
@@ -506,6 +508,7 @@ prog::Program planProgram(const ir::Graph& g, const layout::Layout& layout, cons
   p.loss = g.loss;
   p.forward_end = g.forward_end;
   p.metrics = g.metrics;
+  p.outputs = g.outputs;
   p.grads = g.grads;
   p.buckets = g.buckets;
   Planner(g, p).run();

@@ -62,6 +62,9 @@ class Executor {
   KernelStatus update(const optim::Optimizer& opt, int64_t step, double lr);
 
   float value(int node) const;  // a scalar the run kept (loss, metrics)
+  // A whole value the last run kept (one of the program's `outputs`), in its
+  // storage order; its data is null when the run did not compute it.
+  const TensorView& tensor(int node) const { return views_[static_cast<size_t>(node)]; }
   // d(loss)/d(param) from the last run, which must have been a backward one
   // (an evaluation run reuses the buffers), in the param's storage order.
   const float* grad(const std::string& path) const;

@@ -147,6 +147,7 @@ def run_block(block, work):
     try:
         r = subprocess.run(['bash', '-euo', 'pipefail', '-c', block.script()], cwd=work, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           errors='replace',  # a command may print any bytes (dtlc generate)
                            timeout=BLOCK_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return 'did not finish within %d s' % BLOCK_TIMEOUT_S

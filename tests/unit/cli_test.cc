@@ -24,6 +24,28 @@ TEST(Cli, HelpDescribesEveryFlag) {
   EXPECT_EQ(run({"run", "--help"}, out, err), 0);
   for (const char* flag : {"--ignore-memory-check", "--no-checkpoints", "--verify K", "--verify-tolerance X"})
     EXPECT_NE(out.find(flag), std::string::npos) << flag;
+  EXPECT_EQ(run({"generate", "--help"}, out, err), 0);
+  for (const char* flag : {"--checkpoint DIR", "--prompt TEXT", "--tokens N", "--temperature T", "--top-k K",
+                           "--seed S", "--set KEY=VALUE", "--kernels fast|reference", "--dump-logits FILE", "--help"})
+    EXPECT_NE(out.find(flag), std::string::npos) << flag;
+  EXPECT_EQ(run({"export", "--help"}, out, err), 0);
+  for (const char* flag : {"--spec SPEC", "--format torch", "--out FILE", "--set KEY=VALUE", "--help"})
+    EXPECT_NE(out.find(flag), std::string::npos) << flag;
+}
+
+// Usage errors of generate and export, before anything is compiled or loaded.
+TEST(Cli, GenerateAndExportUsageErrors) {
+  std::string out, err;
+  EXPECT_EQ(run({"generate", "x.dtl", "--prompt", "a"}, out, err), 2);
+  EXPECT_EQ(err.substr(0, err.find('\n')),
+            "dtlc generate: --checkpoint DIR is required: the checkpoint folder to generate from");
+  EXPECT_EQ(run({"generate", "x.dtl", "--checkpoint", "ck", "--top-k", "-2", "--prompt", "a"}, out, err), 2);
+  EXPECT_EQ(err.substr(0, err.find('\n')), "dtlc generate: --top-k expects a number of bytes from 0, got '-2'");
+  EXPECT_EQ(run({"export", "ck", "--format", "onnx"}, out, err), 2);
+  EXPECT_EQ(err.substr(0, err.find('\n')), "dtlc export: --format is torch, got 'onnx'");
+  EXPECT_EQ(run({"export", "ck", "--format", "torch", "--out", "m.safetensors"}, out, err), 2);
+  EXPECT_EQ(err.substr(0, err.find('\n')),
+            "dtlc export: --spec SPEC is required: the spec the checkpoint was trained from");
 }
 
 TEST(Cli, VerifyUsageErrorsExitTwo) {

@@ -180,5 +180,27 @@ TEST(Program, GradientsAreComputedWhereTheyAreRead) {
   EXPECT_EQ(in_place, static_cast<int>(p.grads.size()));
 }
 
+// A graph's `outputs` (dtlc generate's logits) live to the end of an
+// evaluation run; without being named they are freed once the loss has read them.
+TEST(Program, OutputsLiveToTheEndOfTheRun) {
+  auto c = compile("char_gpt.dtl", 1);
+  ir::Graph g = c->fe.graph();
+  const int logits = g[g.loss].op == ir::Op::CrossEntropy ? g[g.loss].inputs[0] : -1;
+  ASSERT_GE(logits, 0) << ir::printNode(g[g.loss]);
+  auto freed = [&](const prog::Program& p) {
+    for (const Instr& in : p.eval.instrs)
+      for (int v : in.frees)
+        if (v == logits) return true;
+    return false;
+  };
+  EXPECT_TRUE(freed(planProgram(g)));
+  g.outputs.push_back(logits);
+  const prog::Program p = planProgram(g);
+  EXPECT_FALSE(freed(p));
+  SlotSimulator sim(p, p.eval, "eval");
+  sim.run();
+  sim.kept(logits);
+}
+
 }  // namespace
 }  // namespace dtl::program

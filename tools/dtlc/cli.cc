@@ -11,7 +11,9 @@
 #include "compiler/sema/print_sema.h"
 #include "compiler/syntax/print_ast.h"
 #include "tools/dtlc/compile_spec.h"
+#include "tools/dtlc/export_command.h"
 #include "tools/dtlc/flags.h"
+#include "tools/dtlc/generate_command.h"
 #include "tools/dtlc/kernel_emitter.h"
 #include "tools/dtlc/plan_command.h"
 #include "tools/dtlc/run_command.h"
@@ -29,6 +31,10 @@ const char* kMainHelp =
     "  check SPEC   parse and type-check a spec; print its model, parameters and layout\n"
     "  plan SPEC    show what one optimiser step sends over the wire, and memory per rank\n"
     "  run SPEC     train a spec, on this process or on N ranks (--nproc N)\n"
+    "  generate SPEC --checkpoint DIR --prompt TEXT\n"
+    "               sample text from a trained byte-level language model\n"
+    "  export DIR --spec SPEC --format torch --out FILE\n"
+    "               write a checkpoint's GPT as a nanoGPT-style PyTorch state_dict\n"
     "\n"
     "Run `dtlc COMMAND --help` for a command's options. Docs: docs/language-guide.md.\n";
 
@@ -174,6 +180,8 @@ int runCli(const std::vector<std::string>& args, std::string& out, std::string& 
     if (cmd == "check") return check(args, out, err);
     if (cmd == "run") return runCommand(args, out, err);
     if (cmd == "plan") return planCommand(args, out, err);
+    if (cmd == "generate") return generateCommand(args, out, err);
+    if (cmd == "export") return exportCommand(args, out, err);
     err += "dtlc: unknown command '" + cmd + "'\n\n" + kMainHelp;
     return 2;
   } catch (const std::bad_alloc&) {

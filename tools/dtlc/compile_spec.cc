@@ -43,4 +43,23 @@ int compileForRun(driver::Frontend& fe, const std::string& spec, const std::vect
   return layoutRefusals(fe, "run", err);
 }
 
+int compileOneProcess(driver::Frontend& fe, const std::string& command, const std::string& spec,
+                      const std::vector<std::string>& sets, driver::Stop stop, std::string& err) {
+  driver::Frontend first;  // for the mesh's axes
+  driver::FrontendOptions o;
+  o.sets = sets;
+  std::string first_err;
+  if (int rc = compileSpec(first, command, spec, o, driver::Stop::Sema, first_err); rc != 0) {
+    err += first_err;
+    return rc;
+  }
+  for (const sema::MeshAxisSpec& a : first.spec().parallel.mesh) o.sets.push_back("parallel.mesh." + a.name + "=1");
+  if (first.spec().train.present) o.sets.push_back("train.batch=1");
+  o.world = 1;
+  std::string second_err;
+  int rc = compileSpec(fe, command, spec, o, stop, second_err);
+  if (rc != 0) err += second_err;
+  return rc;
+}
+
 }  // namespace dtl::cli

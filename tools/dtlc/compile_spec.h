@@ -27,4 +27,10 @@ int layoutRefusals(const driver::Frontend& fe, const std::string& command, std::
 int compileForRun(driver::Frontend& fe, const std::string& spec, const std::vector<std::string>& sets, int64_t world,
                   std::string& err);
 
+// The spec as one process runs a trained model (`dtlc generate`, `dtlc
+// export`): every mesh axis at 1 and `train.batch` at 1, compiled up to
+// `stop`. The diagnostics (and warnings) are written only when it fails.
+int compileOneProcess(driver::Frontend& fe, const std::string& command, const std::string& spec,
+                      const std::vector<std::string>& sets, driver::Stop stop, std::string& err);
+
 }  // namespace dtl::cli
