@@ -59,6 +59,18 @@ std::string num(double v) {
 
 }  // namespace
 
+std::vector<bool> optimiserStep(const Graph& g) {
+  std::vector<bool> step(g.nodes.size(), false);
+  for (const Node& n : g.nodes) {
+    if (n.op == Op::Update) {
+      step[static_cast<size_t>(n.id)] = true;
+      if (g[n.inputs[0]].op == Op::LocalSlice) step[static_cast<size_t>(n.inputs[0])] = true;
+    }
+    if (n.op == Op::AllGather && g[n.inputs[0]].op == Op::Update) step[static_cast<size_t>(n.id)] = true;
+  }
+  return step;
+}
+
 std::string printNode(const Node& n, const std::string& note) {
   std::string s = "%" + std::to_string(n.id) + " = " + opName(n.op);
   // A conversion's fn is why the layout inserted it (a sentence, not a function).

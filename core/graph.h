@@ -150,6 +150,11 @@ struct Graph {
   const Node& operator[](int id) const { return nodes[static_cast<size_t>(id)]; }
 };
 
+// The nodes of the optimiser's step: the updates, the pieces of replicated
+// parameters they update (ZeRO levels 1, 2: a local slice), and the gathers
+// of the updated pieces. The program runs them in its `update` schedule.
+std::vector<bool> optimiserStep(const Graph& g);
+
 // One node's line: "%3 = contract(%1, %2) : f32[batch=4, out=8]  NOTE  # spec.dtl:5:9".
 std::string printNode(const Node& n, const std::string& note = {});
 

@@ -22,20 +22,6 @@ bool reducesGradient(const ir::Node& n) {
          (n.op == ir::Op::ReduceScatter && !n.names.empty() && layout::Placement::isFlat(n.names[0]));
 }
 
-// Nodes of the optimiser step: the updates, the pieces of replicated
-// parameters they update (ZeRO), and the gathers of the updated pieces.
-std::vector<bool> updateSide(const ir::Graph& g) {
-  std::vector<bool> side(g.nodes.size(), false);
-  for (const ir::Node& n : g.nodes) {
-    if (n.op == ir::Op::Update) {
-      side[static_cast<size_t>(n.id)] = true;
-      if (g[n.inputs[0]].op == ir::Op::LocalSlice) side[static_cast<size_t>(n.inputs[0])] = true;
-    }
-    if (n.op == ir::Op::AllGather && g[n.inputs[0]].op == ir::Op::Update) side[static_cast<size_t>(n.id)] = true;
-  }
-  return side;
-}
-
 }  // namespace
 
 void bucketGradients(ir::Graph& g, int64_t cap_bytes, bool overlap, bool keep_scatter_sums) {
@@ -51,7 +37,7 @@ void bucketGradients(ir::Graph& g, int64_t cap_bytes, bool overlap, bool keep_sc
   // gather of reduced copies, or part of the optimiser step.
   int last_backward = 0;
   std::vector<bool> reduced(g.nodes.size(), false);  // a reduction, or a gather of reduced values
-  const std::vector<bool> step = updateSide(g);
+  const std::vector<bool> step = ir::optimiserStep(g);
   for (const ir::Node& n : g.nodes) {
     bool gathers = n.op == ir::Op::SliceGrad && !n.inputs.empty();
     for (int in : n.inputs) gathers = gathers && reduced[static_cast<size_t>(in)];

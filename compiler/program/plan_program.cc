@@ -138,23 +138,12 @@ class Planner {
   // parameters they update (ZeRO), the gathers of the updated pieces, and
   // the parameters these read.
   std::vector<bool> updateSide() const {
-    std::vector<bool> side(n_, false);
-    for (const Node& n : g_.nodes) {
-      const bool step = n.op == Op::Update || (n.op == Op::AllGather && g_[n.inputs[0]].op == Op::Update) ||
-                        (n.op == Op::LocalSlice && updatePiece(n.id));
-      if (!step) continue;
-      side[static_cast<size_t>(n.id)] = true;
-      for (int x : n.inputs)
-        if (g_[x].op == Op::Param) side[static_cast<size_t>(x)] = true;
-    }
-    return side;
-  }
-
-  // Is `id` the piece of a parameter an update works on (ZeRO levels 1, 2)?
-  bool updatePiece(int id) const {
+    std::vector<bool> side = ir::optimiserStep(g_);
     for (const Node& n : g_.nodes)
-      if (n.op == Op::Update && n.inputs[0] == id) return true;
-    return false;
+      if (side[static_cast<size_t>(n.id)])
+        for (int x : n.inputs)
+          if (g_[x].op == Op::Param) side[static_cast<size_t>(x)] = true;
+    return side;
   }
 
   enum class Kind { Train, Eval, Update };

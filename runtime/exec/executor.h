@@ -70,6 +70,9 @@ class Executor {
   const float* grad(const std::string& path) const;
   // The same, writable until the next run (the trainer clips in place).
   float* grad(const std::string& path) { return const_cast<float*>(std::as_const(*this).grad(path)); }
+  // Seconds this executor has spent blocked waiting for collectives (every
+  // run and update so far): communication the schedule did not hide.
+  double waitSeconds() const { return wait_seconds_; }
   // Bytes the executor holds: buffer slots, bucket buffers, unbound outputs.
   int64_t peakBytes() const { return held_bytes_; }
   const prog::Program& program() const { return program_; }
@@ -117,6 +120,7 @@ class Executor {
   std::vector<std::unique_ptr<comm::Work>> work_;  // per group, while in flight
   std::vector<BucketEvent> bucket_events_;
   int64_t held_bytes_ = 0;
+  double wait_seconds_ = 0;
 };
 
 }  // namespace dtl::rt

@@ -4,6 +4,7 @@
 // place: gathered blocks along their dim, a reduce-scatter's own block, an
 // all-to-all's blocks, the largest of a max all-reduce).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -339,7 +340,9 @@ void Executor::placeGathered(int group) {
 KernelStatus Executor::wait(int group) {
   std::unique_ptr<comm::Work> w = std::move(work_[static_cast<size_t>(group)]);
   if (!w) return {};
+  const auto t0 = std::chrono::steady_clock::now();
   comm::Status s = w->wait();
+  wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const prog::Group& g = program_.groups[static_cast<size_t>(group)];
   if (s.ok) {
     if (g.bucket >= 0 && g.op == ir::Op::ReduceScatter) unpackScattered(group);

@@ -149,6 +149,8 @@ class Trainer {
     double window_loss = 0;
     int64_t window_steps = 0;
     for (int64_t step = start + 1; step <= total_; ++step) {
+      const auto step_start = std::chrono::steady_clock::now();
+      const double waited_before = exec_->waitSeconds();
       int64_t epoch = train_loader_->cursor().first;
       double loss = 0;
       if (!microBatches(step, loss)) return 1;
@@ -167,8 +169,11 @@ class Trainer {
       double secs = std::chrono::duration<double>(now - t0).count();
       double rate = secs > 0 ? static_cast<double>(samples_since) / secs : 0;
       if (c_.on_step) c_.on_step(step);
+      const double step_s = std::chrono::duration<double>(now - step_start).count();
       if (lead_ && !c_.metrics_file.empty() &&
-          !writeMetrics({{"loss", loss}, {"lr", lr}, {"samples_per_s", rate}}, {{"step", step}, {"epoch", epoch}}))
+          !writeMetrics({{"loss", loss}, {"lr", lr}, {"samples_per_s", rate}, {"step_s", step_s},
+                         {"comm_wait_s", exec_->waitSeconds() - waited_before}},
+                        {{"step", step}, {"epoch", epoch}}))
         return 1;
       window_loss += loss;
       ++window_steps;
