@@ -111,34 +111,45 @@ class Pass {
   // all-reduced (sequence parallelism: half the bytes, each rank keeps its
   // part of the sequence).
   int convert(int id, size_t a, const std::string& why, const std::string& into = {}) {
-    const Node& src = out_.nodes[static_cast<size_t>(id)];
+    const Shape& src = out_.nodes[static_cast<size_t>(id)].shape;
     Placement p = place_[static_cast<size_t>(id)][a];
     if (p.kind == Placement::Replicate) return id;
-    const bool scatter = !into.empty() && p.kind == Placement::Partial && !p.max && holds(src.shape, into);
+    const bool scatter = !into.empty() && p.kind == Placement::Partial && !p.max && holds(src, into);
     // Shard(D) → Shard(into): an all-to-all, 1/n of a gather's bytes.
-    const bool exchange = !into.empty() && p.kind == Placement::Shard && p.dim != into && src.shape.has(into) &&
+    const bool exchange = !into.empty() && p.kind == Placement::Shard && p.dim != into && src.has(into) &&
                           !p.flat() && !Placement::isFlat(into);
     const std::string target = scatter || exchange ? into : "";
     // One conversion per value, axis and target, however many consumers need
     // it (the loss and its gradient both read the gathered logits).
     auto done = converted_.find({id, a, target});
     if (done != converted_.end()) return done->second;
+    const Op op = scatter ? Op::ReduceScatter : exchange ? Op::AllToAll : p.kind == Placement::Partial ? Op::AllReduce : Op::AllGather;
+    std::vector<std::string> names;
+    if (p.kind == Placement::Shard) names = {p.dim};
+    if (p.kind == Placement::Partial && p.max) names = {"max"};
+    if (scatter) names = {into};
+    if (exchange) names = {p.dim, into};
+    const std::string where = ruleWhere(p.kind == Placement::Shard ? p.dim : partialOrigin(id, a));
+    return converted_[{id, a, target}] =
+               conversion(op, id, a, names, why, where, target.empty() ? Placement{} : Placement{Placement::Shard, into});
+  }
+
+  // A conversion node of `id` on axis `a` to placement `to` there. Shapes
+  // are global: it changes the placement, not the shape.
+  int conversion(Op op, int id, size_t a, std::vector<std::string> names, std::string why, std::string where, Placement to) {
+    const Node& src = out_.nodes[static_cast<size_t>(id)];
     Node c;
-    c.op = scatter ? Op::ReduceScatter : exchange ? Op::AllToAll : p.kind == Placement::Partial ? Op::AllReduce : Op::AllGather;
+    c.op = op;
     c.shape = src.shape;
     c.dtype = src.dtype;
     c.inputs = {id};
     c.name = mesh_[a].name;
-    if (p.kind == Placement::Shard) c.names = {p.dim};
-    if (p.kind == Placement::Partial && p.max) c.names = {"max"};
-    if (scatter) c.names = {into};
-    if (exchange) c.names = {p.dim, into};
-    c.fn = why;
-    c.where = ruleWhere(p.kind == Placement::Shard ? p.dim : partialOrigin(id, a));
-    // Shapes are global: the conversion changes the placement, not the shape.
+    c.names = std::move(names);
+    c.fn = std::move(why);
+    c.where = std::move(where);
     Pl pl = place_[static_cast<size_t>(id)];
-    pl[a] = target.empty() ? Placement{} : Placement{Placement::Shard, into};
-    return converted_[{id, a, target}] = add(std::move(c), std::move(pl));
+    pl[a] = std::move(to);
+    return add(std::move(c), std::move(pl));
   }
 
   // The dim a partial sum on axis `a` is best reduce-scattered into for a
@@ -166,19 +177,8 @@ class Pass {
     auto key = std::make_tuple(id, a, dim);
     auto done = sliced_.find(key);
     if (done != sliced_.end()) return done->second;
-    const Node& src = out_.nodes[static_cast<size_t>(id)];
-    Node c;
-    c.op = Op::LocalSlice;
-    c.shape = src.shape;
-    c.dtype = src.dtype;
-    c.inputs = {id};
-    c.name = mesh_[a].name;
-    c.names = {dim};
-    c.fn = "a replicated operand meets a value sharded along `" + dim + "`";
-    c.where = ruleWhere(dim);
-    Pl pl = place_[static_cast<size_t>(id)];
-    pl[a] = Placement{Placement::Shard, dim};
-    return sliced_[key] = add(std::move(c), std::move(pl));
+    return sliced_[key] = conversion(Op::LocalSlice, id, a, {dim}, "a replicated operand meets a value sharded along `" + dim + "`",
+                                     ruleWhere(dim), Placement{Placement::Shard, dim});
   }
 
   // The update each stacked gradient's gather leads to: a slice_grad whose
@@ -262,19 +262,12 @@ class Pass {
     const std::string phase = backward ? "#backward" : "#forward";
     auto done = converted_.find({id, a, phase});
     if (done != converted_.end()) return done->second;
-    const Node& src = out_.nodes[static_cast<size_t>(id)];
-    Node c;
-    c.op = Op::AllGather;
-    c.shape = src.shape;
-    c.dtype = src.dtype;
-    c.inputs = {id};
-    c.name = mesh_[a].name;
-    c.names = {place_[static_cast<size_t>(id)][a].dim};
-    c.fn = std::string("zero = 3: gathered for the ") + (backward ? "backward" : "forward") + " pass, freed after its last use there";
-    c.where = ruleWhere(c.names[0]);
-    Pl pl = place_[static_cast<size_t>(id)];
-    pl[a] = Placement{};
-    return converted_[{id, a, phase}] = add(std::move(c), std::move(pl));
+    const std::string flat = place_[static_cast<size_t>(id)][a].dim;
+    return converted_[{id, a, phase}] =
+               conversion(Op::AllGather, id, a, {flat},
+                          std::string("zero = 3: gathered for the ") + (backward ? "backward" : "forward") +
+                              " pass, freed after its last use there",
+                          ruleWhere(flat), Placement{});
   }
 
   // A flat shard is kept by a layer's Slice of a stacked piece and by the
@@ -475,18 +468,10 @@ class Pass {
     if (!gather_after) return;
     // Levels 1 and 2: every rank gets the updated parameter back whole.
     const size_t a = static_cast<size_t>(zero_axis_);
-    Node c;
-    c.op = Op::AllGather;
-    c.shape = out_.nodes[static_cast<size_t>(id)].shape;
-    c.dtype = out_.nodes[static_cast<size_t>(id)].dtype;
-    c.inputs = {id};
-    c.name = mesh_[a].name;
-    c.names = {place[a].dim};
-    c.fn = "zero = " + std::to_string(zero_.level) + ": the updated pieces of " + out_.nodes[static_cast<size_t>(id)].name +
-           " gathered on every rank";
-    c.where = ruleWhere(c.names[0]);
-    place[a] = Placement{};
-    add(std::move(c), std::move(place));
+    conversion(Op::AllGather, id, a, {place[a].dim},
+               "zero = " + std::to_string(zero_.level) + ": the updated pieces of " + out_.nodes[static_cast<size_t>(id)].name +
+                   " gathered on every rank",
+               ruleWhere(place[a].dim), Placement{});
   }
 
   // 5. The update's parameter and gradient as this rank's flat pieces on

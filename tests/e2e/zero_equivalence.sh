@@ -9,8 +9,10 @@
 # executor's buffers) against what rank 0 holds, for each level.
 set -euo pipefail
 dtlc=$1; work=$2
+here="$(cd "$(dirname "$0")" && pwd)"
 rm -rf "$work"; mkdir -p "$work"; cd "$work"
 status=0
+source "$here/equivalence_lib.sh"
 cat >g.dtl <<'SPEC'
 model G {
   dim vocab = 13, seq = 8, d = 16, heads = 4, hidden = 36, layers = 2
@@ -33,22 +35,6 @@ train {
   checkpoint "ck" every 10 steps
 }
 SPEC
-# compare LABEL ONE MANY [FIRST]: steps FIRST.. of ONE against MANY's, within 1e-5.
-compare() {
-  awk -v what="$1" -v first="${4:-1}" -F'"loss": ' '
-      FNR == NR { a[FNR] = $2 + 0; next }
-      { b = $2 + 0; x = a[FNR + first - 1]; r = (x - b) / x; if (r < 0) r = -r; if (r > m) m = r; k++ }
-      END { printf "%s: %d steps, max relative difference %.2e\n", what, k, m; exit !(k > 0 && m <= 1e-5) }' \
-      "$2" "$3" || status=1
-}
-# layout NAME SPEC NPROC "parallel block" [--set …]: trains NAME.dtl and compares it with $base.jsonl.
-layout() {
-  local name=$1 spec=$2 n=$3 par=$4; shift 4
-  { cat "$spec"; echo "parallel { $par }"; } >"$name.dtl"
-  "$dtlc" run "$name.dtl" --nproc "$n" "$@" --no-checkpoints --metrics "$name.jsonl" >"$name.out" 2>"$name.err" ||
-    { echo "$name failed:"; tail -5 "$name.err"; status=1; }
-  compare "$name ($par)" "${base:-one}.jsonl" "$name.jsonl"
-}
 "$dtlc" run g.dtl --no-checkpoints --metrics one.jsonl >/dev/null
 sed 's/seed = 4/seed = 4\n  accumulate = 4/' g.dtl >acc.dtl
 "$dtlc" run acc.dtl --no-checkpoints --set train.batch=8 --metrics acc1.jsonl >/dev/null
@@ -79,20 +65,6 @@ for z in 1 2 3; do
   done
 done
 
-# The plan's memory per rank is what rank 0 holds after step 1.
-memory() {  # NAME NPROC [--set …]
-  local name=$1 n=$2; shift 2
-  "$dtlc" run "$name.dtl" --nproc "$n" "$@" --steps 1 --no-checkpoints --memory-report "mem_$name.json" >/dev/null &&
-    "$dtlc" plan "$name.dtl" --world "$n" "$@" --format json >"plan_$name.json" &&
-    python3 - "$name" "mem_$name.json" "plan_$name.json" <<'PY' || status=1
-import json, sys
-name, held, plan = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))["memory"]
-want = {k: plan[k] for k in ("parameters", "gradients", "optimizer_state")}
-want["executor"] = plan["peak_activations"] + plan["communication"]
-print(f"{name}: held {held}, planned {want}")
-sys.exit(0 if held == want else 1)
-PY
-}
 for z in 1 2 3; do memory "z${z}_dp3" 3 --set train.batch=8; done
 memory z3_tp2 4 --set train.batch=12
 exit $status

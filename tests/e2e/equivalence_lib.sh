@@ -1,0 +1,39 @@
+# Shared by the equivalence tests (tp_equivalence.sh, zero_equivalence.sh):
+# comparing a layout's losses with one process's, and its planned memory
+# with what rank 0 holds. They read $dtlc and set status=1 on a failure;
+# `layout` compares with ${base:-one}.jsonl.
+
+# compare LABEL ONE MANY [FIRST]: steps FIRST.. of ONE against MANY's, within 1e-5.
+compare() {
+  awk -v what="$1" -v first="${4:-1}" -F'"loss": ' '
+      FNR == NR { a[FNR] = $2 + 0; next }
+      { b = $2 + 0; x = a[FNR + first - 1]; r = (x - b) / x; if (r < 0) r = -r; if (r > m) m = r; k++ }
+      END { printf "%s: %d steps, max relative difference %.2e\n", what, k, m; exit !(k > 0 && m <= 1e-5) }' \
+      "$2" "$3" || status=1
+}
+
+# layout NAME SPEC NPROC "parallel block" [--set …]: trains NAME.dtl and compares it with one.jsonl.
+layout() {
+  local name=$1 spec=$2 n=$3 par=$4; shift 4
+  { cat "$spec"; echo "parallel { $par }"; } >"$name.dtl"
+  "$dtlc" run "$name.dtl" --nproc "$n" "$@" --no-checkpoints --metrics "$name.jsonl" >"$name.out" 2>"$name.err" ||
+    { echo "$name failed:"; tail -5 "$name.err"; status=1; }
+  compare "$name ($par)" "${base:-one}.jsonl" "$name.jsonl"
+}
+
+# The plan's memory per rank is what rank 0 holds (--memory-report after
+# step 1): parameters, gradients and optimiser state to the byte, and the
+# executor's buffers equal the planned activations plus communication buffers.
+memory() {  # NAME NPROC [--set …]: compares NAME.dtl's report with its plan
+  local name=$1 n=$2; shift 2
+  "$dtlc" run "$name.dtl" --nproc "$n" "$@" --steps 1 --no-checkpoints --memory-report "mem_$name.json" >/dev/null &&
+    "$dtlc" plan "$name.dtl" --world "$n" "$@" --format json >"plan_$name.json" &&
+    python3 - "$name" "mem_$name.json" "plan_$name.json" <<'PY' || status=1
+import json, sys
+name, held, plan = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))["memory"]
+want = {k: plan[k] for k in ("parameters", "gradients", "optimizer_state")}
+want["executor"] = plan["peak_activations"] + plan["communication"]
+print(f"{name}: held {held}, planned {want}")
+sys.exit(0 if held == want else 1)
+PY
+}
