@@ -100,10 +100,9 @@ struct Program {
   std::vector<ir::Bucket> buckets;                 // the bucketing pass's, for reporting
 
   const ir::Node& operator[](int id) const { return nodes[static_cast<size_t>(id)]; }
-  // The executor's buffer slots: training and evaluation number theirs from
-  // 0 and never run at once, so slot k is as large as the larger of the two;
-  // the update's slots come after theirs (the step's gradients may still be
-  // in training slots while it runs).
+  // The executor's buffer slots: the schedules number theirs from 0 and
+  // never run at once, so slot k is as large as the largest of them (the
+  // update's leave alone the training slots that hold the step's gradients).
   std::vector<int64_t> arenaWords() const;
   int64_t arenaBytes() const;   // saturates at INT64_MAX
   int64_t groupBytes() const;  // the buffers groups hold for the whole run; saturates at INT64_MAX

@@ -173,11 +173,12 @@ class Pass {
 
   // Replicate → Shard(dim) on axis `a`: a local slice, no communication;
   // one per value, axis and dim however many consumers need it.
-  int localSlice(int id, size_t a, const std::string& dim) {
+  int localSlice(int id, size_t a, const std::string& dim, const std::string& why = {}) {
     auto key = std::make_tuple(id, a, dim);
     auto done = sliced_.find(key);
     if (done != sliced_.end()) return done->second;
-    return sliced_[key] = conversion(Op::LocalSlice, id, a, {dim}, "a replicated operand meets a value sharded along `" + dim + "`",
+    return sliced_[key] = conversion(Op::LocalSlice, id, a, {dim},
+                                     why.empty() ? "a replicated operand meets a value sharded along `" + dim + "`" : why,
                                      ruleWhere(dim), Placement{Placement::Shard, dim});
   }
 
@@ -210,7 +211,7 @@ class Pass {
     const Node& u = in_[update];
     const Pl param = place_[static_cast<size_t>(map_[static_cast<size_t>(u.inputs[0])])];
     for (size_t a = 0; a < mesh_.size(); ++a) {
-      if (static_cast<int>(a) == zero_axis_ && (param[a].kind == Placement::Replicate || param[a].flat())) {
+      if (static_cast<int>(a) == zero_axis_ && zeroCuts(param)) {
         const std::string flat = flatOf(u.inputs[0]);
         for (int& x : n.inputs) x = toPiece(x, a, flat, "the optimiser updates this rank's piece of " + u.name + "; each layer is reduce-scattered when its backward pass is done");
         continue;
@@ -448,8 +449,9 @@ class Pass {
   // exchanged for it, or sliced. On ZeRO's axis, last (its piece is of what
   // the other axes leave this rank), the step runs on flat pieces (5).
   void update(const Node& old, Node n) {
+    const bool pieces = zeroCuts(place_[static_cast<size_t>(n.inputs[0])]);
     for (size_t a = 0; a < mesh_.size(); ++a) {
-      if (static_cast<int>(a) == zero_axis_) continue;
+      if (pieces && static_cast<int>(a) == zero_axis_) continue;
       const Placement pp = place_[static_cast<size_t>(n.inputs[0])][a];
       const Placement gp = place_[static_cast<size_t>(n.inputs[1])][a];
       if (gp.kind == pp.kind && gp.dim == pp.dim) continue;
@@ -460,7 +462,7 @@ class Pass {
         if (place_[static_cast<size_t>(n.inputs[1])][a].kind != Placement::Shard) n.inputs[1] = localSlice(n.inputs[1], a, pp.dim);
       }
     }
-    const bool gather_after = zero_axis_ >= 0 && updateOnPieces(old, n, static_cast<size_t>(zero_axis_));
+    const bool gather_after = pieces && updateOnPieces(old, n, static_cast<size_t>(zero_axis_));
     out_.grads.emplace_back(n.name, n.inputs[1]);
     Pl place = place_[static_cast<size_t>(n.inputs[0])];
     const int id = add(std::move(n), place);
@@ -474,19 +476,25 @@ class Pass {
                ruleWhere(place[a].dim), Placement{});
   }
 
+  // Does ZeRO cut a parameter placed so into flat pieces? On its axis it
+  // must be replicated (levels 1, 2) or a piece already (3); one a rule
+  // splits over that axis is updated by its own pieces, as without ZeRO.
+  bool zeroCuts(const Pl& param) const {
+    if (zero_axis_ < 0) return false;
+    const Placement& p = param[static_cast<size_t>(zero_axis_)];
+    return p.kind == Placement::Replicate || p.flat();
+  }
+
   // 5. The update's parameter and gradient as this rank's flat pieces on
   // ZeRO's axis `a`. True when the parameter is replicated there (levels 1,
-  // 2), so the updated pieces must be gathered; a parameter a rule splits
-  // over that axis already is left as it is.
+  // 2), so the updated pieces must be gathered.
   bool updateOnPieces(const Node& old, Node& n, size_t a) {
     const Placement pp = place_[static_cast<size_t>(n.inputs[0])][a];
-    if (pp.kind == Placement::Shard && !pp.flat()) return false;
     const std::string flat = flatOf(old.inputs[0]);
     n.inputs[1] = toPiece(n.inputs[1], a, flat, "zero = " + std::to_string(zero_.level) +
                                                     ": the optimiser updates this rank's piece of " + n.name);
     if (pp.flat()) return false;
-    n.inputs[0] = localSlice(n.inputs[0], a, flat);
-    out_.nodes[static_cast<size_t>(n.inputs[0])].fn = "zero = " + std::to_string(zero_.level) + ": this rank's piece of " + n.name;
+    n.inputs[0] = localSlice(n.inputs[0], a, flat, "zero = " + std::to_string(zero_.level) + ": this rank's piece of " + n.name);
     return true;
   }
 

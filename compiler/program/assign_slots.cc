@@ -21,7 +21,7 @@ int root(const prog::Schedule& s, int v) {
 }  // namespace
 
 void assignSlots(prog::Program& p, prog::Schedule& s, const std::vector<bool>& keep,
-                 const std::vector<int64_t>& pool) {
+                 const std::vector<int64_t>& pool, const std::vector<bool>& reserved) {
   // Values 0 … n-1 are the nodes; n + g is group g's transient buffer.
   const size_t n = p.nodes.size(), total = n + p.groups.size();
   std::vector<int> def(total, kEnd), last(total, -1);
@@ -73,7 +73,8 @@ void assignSlots(prog::Program& p, prog::Schedule& s, const std::vector<bool>& k
   s.slot_words = pool;
   s.group_slot.assign(p.groups.size(), -1);
   std::vector<int> free;  // slot ids
-  for (size_t k = 0; k < pool.size(); ++k) free.push_back(static_cast<int>(k));
+  for (size_t k = 0; k < pool.size(); ++k)
+    if (k >= reserved.size() || !reserved[k]) free.push_back(static_cast<int>(k));
   for (size_t pos = 0; pos < s.instrs.size(); ++pos) {
     for (int v : born[pos]) {
       const size_t vi = static_cast<size_t>(v);

@@ -7,7 +7,8 @@
 // end. Each instruction lists the values it is the last reader of. `pool`
 // are slots (sizes in words) that exist already and are free at the start:
 // the evaluation schedule is placed in the training schedule's slots, so the
-// two share one set of buffers.
+// two share one set of buffers; `reserved` ones of them are not free (the
+// optimiser step's schedule leaves the slots holding the step's gradients).
 #pragma once
 
 #include <vector>
@@ -17,6 +18,6 @@
 namespace dtl::program {
 
 void assignSlots(prog::Program& p, prog::Schedule& s, const std::vector<bool>& keep,
-                 const std::vector<int64_t>& pool = {});
+                 const std::vector<int64_t>& pool = {}, const std::vector<bool>& reserved = {});
 
 }  // namespace dtl::program

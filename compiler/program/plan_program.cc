@@ -61,7 +61,7 @@ class Planner {
       grp.bucket = b.id;
       grp.start_after = b.start_after;
       if (b.op == Op::ReduceScatter) {
-        scatterBucket(grp);
+        layOutScatterBucket(grp);
         grp.transient = !b.keeps_sum;
       } else {
         for (int m : b.members) {
@@ -117,7 +117,7 @@ class Planner {
   // every member's piece for that rank (padded to the largest piece), and
   // after them the block this rank receives, from which each member's piece
   // is copied to its own storage when the bucket is waited for.
-  void scatterBucket(prog::Group& grp) {
+  void layOutScatterBucket(prog::Group& grp) {
     const int64_t ranks = axisSize(grp.axis);
     int64_t block = 0;
     for (int m : grp.members) {
@@ -131,7 +131,12 @@ class Planner {
   // bucket's wait into storage of its own, like a computed value's.
   bool scattered(int id) const {
     const int grp = group_of_[static_cast<size_t>(id)];
-    return grp >= 0 && p_.groups[static_cast<size_t>(grp)].bucket >= 0 && p_.groups[static_cast<size_t>(grp)].op == Op::ReduceScatter;
+    return grp >= 0 && scatterBucket(grp);
+  }
+
+  bool scatterBucket(int grp) const {
+    const prog::Group& g = p_.groups[static_cast<size_t>(grp)];
+    return g.bucket >= 0 && g.op == Op::ReduceScatter;
   }
 
   // The optimiser step's nodes: the updates, the pieces of replicated
@@ -176,6 +181,11 @@ class Planner {
     Schedule s;
     const std::vector<bool> in = members(train ? Kind::Train : Kind::Eval);
     order(s, in);
+    // A reduce-scatter bucket's buffer and pieces are needed only until it
+    // is waited for: wait early, rather than where a stacked gradient
+    // gathers its copies after the last layer, so that a couple of
+    // buckets' buffers are live at a time, not the whole gradient's.
+    boundInFlight(s, 2, [&](int grp) { return scatterBucket(grp); });
     s.storage.assign(n_, Storage{});
     for (const Node& n : g_.nodes)
       if (in[static_cast<size_t>(n.id)]) s.storage[static_cast<size_t>(n.id)] = storage(n, train);
@@ -192,7 +202,7 @@ class Planner {
     Schedule s;
     const std::vector<bool> in = members(Kind::Update);
     order(s, in);
-    boundInFlight(s, 2);
+    boundInFlight(s, 2, [](int) { return true; });
     s.storage.assign(n_, Storage{});
     for (const Node& n : g_.nodes) {
       if (!in[static_cast<size_t>(n.id)]) continue;
@@ -201,20 +211,25 @@ class Planner {
       if (n.op == Op::Update) st = {Storage::Alias, n.inputs[0], 0};
       if (n.op == Op::AllGather) st = {Storage::Alias, updatedParam(n), 0};
     }
-    assignSlots(p_, s, std::vector<bool>(n_, false), {});
-    const int base = static_cast<int>(std::max(p_.train.slot_words.size(), p_.eval.slot_words.size()));
-    for (Storage& st : s.storage)
-      if (st.kind == Storage::Slot) st.index += base;
-    for (int& slot : s.group_slot)
-      if (slot >= 0) slot += base;
-    s.slot_words.insert(s.slot_words.begin(), static_cast<size_t>(base), 0);
+    // In the training schedule's slots, but for those holding what the step
+    // reads: the gradients the training run left in them.
+    std::vector<bool> reserved(p_.train.slot_words.size(), false);
+    for (const auto& [path, id] : g_.grads) {
+      int v = id;
+      while (p_.train.storage[static_cast<size_t>(v)].kind == Storage::Alias) v = p_.train.storage[static_cast<size_t>(v)].index;
+      const Storage& st = p_.train.storage[static_cast<size_t>(v)];
+      if (st.kind == Storage::Slot) reserved[static_cast<size_t>(st.index)] = true;
+    }
+    assignSlots(p_, s, std::vector<bool>(n_, false), p_.arenaWords(), reserved);
     return s;
   }
 
-  // At most `limit` groups in flight: each start past it waits for the
-  // oldest first, so the gathers of updated pieces (levels 1, 2) hold a
-  // couple of parameters' buffers at a time, not the whole model's.
-  static void boundInFlight(Schedule& s, size_t limit) {
+  // At most `limit` of the groups `counted` picks in flight: each start past
+  // it waits for the oldest first — the gathers of updated pieces (levels 1,
+  // 2) hold a couple of parameters' buffers at a time, not the whole
+  // model's, and reduce-scatter buckets a couple of buckets' buffers.
+  template <typename Counted>
+  static void boundInFlight(Schedule& s, size_t limit, Counted counted) {
     std::vector<Instr> out;
     std::deque<int> flying;
     std::set<int> waited;
@@ -223,13 +238,15 @@ class Planner {
         if (!waited.insert(in.id).second) continue;
         flying.erase(std::remove(flying.begin(), flying.end(), in.id), flying.end());
       }
+      if (in.kind == Instr::Start && counted(in.id)) {
+        if (flying.size() >= limit) {  // the oldest is done before this one's buffer is taken
+          waited.insert(flying.front());
+          out.push_back(Instr{Instr::Wait, flying.front(), {}});
+          flying.pop_front();
+        }
+        flying.push_back(in.id);
+      }
       out.push_back(in);
-      if (in.kind != Instr::Start) continue;
-      flying.push_back(in.id);
-      if (flying.size() <= limit) continue;
-      waited.insert(flying.front());
-      out.push_back(Instr{Instr::Wait, flying.front(), {}});
-      flying.pop_front();
     }
     s.instrs = std::move(out);
   }

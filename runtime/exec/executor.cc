@@ -201,6 +201,7 @@ KernelStatus Executor::update(const optim::Optimizer& opt, int64_t step, double 
 }
 
 KernelStatus Executor::runUpdate(const ir::Node& n, const optim::Optimizer& opt, int64_t step, double lr) {
+  if (n.shape.elements().value_or(0) == 0) return {};  // a ZeRO piece of fewer elements than ranks: nothing here
   float* param = views_[static_cast<size_t>(n.id)].f();
   auto g = step_grads_.find(n.name);
   auto st = states_.find(n.name);

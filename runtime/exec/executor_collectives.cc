@@ -164,10 +164,12 @@ void Executor::unpackScattered(int group) {
   int64_t at = 0;
   for (int m : g.members) {
     const ir::Node& n = program_[m];
-    const int64_t whole = layout::flatView(program_[n.inputs[0]].shape, n.names[0]).dims.back().size;
+    const Shape& input = program_[n.inputs[0]].shape;
+    const int64_t whole = layout::flatView(input, n.names[0]).dims.back().size;
     const int64_t mine = layout::flatView(n.shape, n.names[0]).dims.back().size;
     const int64_t largest = layout::pieceSize(whole, ranks, 0);
-    const int64_t outer = mine > 0 ? n.shape.elements().value_or(0) / mine : 0;
+    // Rows as packed (an empty piece still has its rows' padded blocks).
+    const int64_t outer = whole > 0 ? input.elements().value_or(0) / whole : 0;
     copyRows(received + at, outer, largest, 1, 0, views_[static_cast<size_t>(m)].f(), mine, 0, mine);
     at += outer * largest;
   }

@@ -24,6 +24,7 @@ struct Param {
   // a view of its bucket): the optimiser reads it there, uncopied.
   float* step_grad = nullptr;
   optim::ParamState state;
+  bool updated = false;  // the program has an update of it (so, after step 1, optimiser state)
 };
 
 }  // namespace dtl::rt

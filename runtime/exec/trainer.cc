@@ -101,14 +101,16 @@ class Trainer {
     for (const auto& [axis, c] : c_.comms) exec_->setCommunicator(axis, c);
     lead_ = writesLogs(c_.global_rank);
     for (const ParamSpec& s : c_.params) {
-      Param p{&s, shardOf(s), pieceOf(s), {}, {}, nullptr, {}};
+      Param p{&s, shardOf(s), pieceOf(s), {}, {}, nullptr, {}, updatedBy(*c_.program, s.path)};
       std::vector<float> whole = initParam(s, c_.seed);  // what one process makes; this rank keeps its piece
       p.value = p.shard.sharded() ? takeLocal(whole.data(), p.shard) : std::move(whole);
+      p.value.reserve(1);  // a rank's ZeRO piece may be empty (fewer elements than ranks): still bound memory
       params_.push_back(std::move(p));
     }
     for (Param& p : params_) {
       exec_->bindParam(p.spec->path, p.value.data());
       p.grad.assign(static_cast<size_t>(p.piece.local().elements().value_or(0)), 0.0f);
+      p.grad.reserve(1);
     }
     if (c_.accumulate > 1) findBucketReduced();
     if (c_.accumulate > 1 && c_.zero == 1) scattered_ = scatterReducedParams(*c_.program, params_);
@@ -245,6 +247,13 @@ class Trainer {
     for (const ir::Node& n : g.nodes)
       if (n.op == ir::Op::Param && n.name == s.path) out.placement = g.placement[static_cast<size_t>(n.id)];
     return out;
+  }
+
+  // Whether the program updates `path` (a parameter nothing depends on has no update).
+  static bool updatedBy(const prog::Program& g, const std::string& path) {
+    for (const ir::Node& n : g.nodes)
+      if (n.op == ir::Op::Update && n.name == path) return true;
+    return false;
   }
 
   // The piece of `s` the optimiser updates: its update's placement.
@@ -505,7 +514,8 @@ class Trainer {
       if (!writer && !gathers_state) continue;
       const std::vector<float>* state[2] = {&p.state.a, &p.state.b};
       for (size_t k = 0; k < names.size() && k < 2; ++k) {
-        if (state[k]->empty()) continue;
+        // Every rank gathers alike: a rank's empty piece has empty state.
+        if (!p.updated) continue;
         if (!whole(p.piece, *state[k], w, p.spec->path)) return false;
         if (writer) c.optimizer.push_back(blob(p.spec->path + "." + names[k], p.spec->shape, w));
       }

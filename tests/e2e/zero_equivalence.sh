@@ -48,6 +48,40 @@ layout z3_tp2 g.dtl 4 "mesh dp = 2, tp = 2; split batch over dp; split heads ove
   --set train.batch=12
 layout z1_tp2 g.dtl 4 "mesh dp = 2, tp = 2; split batch over dp; split vocab over tp; split heads over tp; zero = 1" \
   --set train.batch=12
+# A parameter a rule already splits over the data-parallel axis is updated
+# by those pieces, as without ZeRO; the others are cut flat.
+layout z2_hidden g.dtl 2 "mesh dp = 2; split batch over dp; split hidden over dp; zero = 2" --set train.batch=12
+
+# Pieces smaller than the ranks: l2's 2-element bias on dp = 4 leaves two
+# ranks without a piece of it (they update nothing, and still take part in
+# every gather, checkpoints included).
+cat >m.dtl <<'SPEC'
+model M {
+  dim f = 8, h = 6, c = 2
+  input x : f32[batch, f]
+  input y : i32[batch]
+  l1 = Linear(f, h)
+  l2 = Linear(h, c)
+  loss = cross_entropy(l2(relu(l1(x))), y, over = c)
+}
+data { train { synthetic(seed = 3) } }
+train {
+  batch = 24
+  steps = 15
+  optimizer = adamw(lr = 1e-2)
+  clip = 0.5
+  seed = 2
+  checkpoint "ck" every 10 steps
+}
+SPEC
+"$dtlc" run m.dtl --no-checkpoints --metrics m1.jsonl >/dev/null
+for z in 1 2 3; do base=m1 layout "m_z${z}_dp4" m.dtl 4 "mesh dp = 4; split batch over dp; zero = $z" --set train.batch=6; done
+rm -rf ck
+"$dtlc" run m_z3_dp4.dtl --nproc 4 --set train.batch=6 --steps 10 >/dev/null 2>m_save.err ||
+  { echo "tiny pieces: saving failed"; tail -5 m_save.err; status=1; }
+"$dtlc" run m.dtl --resume ck --metrics m_resumed.jsonl >/dev/null 2>m_resume.err ||
+  { echo "tiny pieces: resuming failed"; tail -5 m_resume.err; status=1; }
+compare "zero = 3 checkpoint of dp 4 with empty pieces resumed on one process" m1.jsonl m_resumed.jsonl 11
 
 # Checkpoints are mesh-free: optimiser state and (zero = 3) parameters are
 # gathered whole, and sliced again into any other mesh's pieces.
