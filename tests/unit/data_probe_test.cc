@@ -141,6 +141,9 @@ TEST_F(Probe, IdxErrors) {
   expectError(probeIdx(p), p, {"decompresses to 32 bytes", "2×3 f32 (24 bytes of data"});
   p = write("zero", idx(0x08, {0, 5}, 0));
   expectError(probeIdx(p), p, {"no samples"});
+  // A 20-byte file promising 973 million empty samples (fuzz/regressions/idx/).
+  p = write("empty-samples", idx(0x0E, {0x3A000000, 0}, 0));
+  expectError(probeIdx(p), p, {"holds no values (973078528×0: each of its 973078528 samples is empty)"});
 }
 
 TEST_F(Probe, GzipDamage) {
@@ -229,6 +232,8 @@ TEST_F(Probe, NpyErrors) {
   expectError(probeNpy(p), p, {"more than 2^63 bytes"});
   p = write("zero.npy", npy(1, dict("<f4", "False", "(0, 3)"), 0));
   expectError(probeNpy(p), p, {"no samples"});
+  p = write("empty.npy", npy(1, dict("<f4", "False", "(3, 2, 0)"), 0));
+  expectError(probeNpy(p), p, {"holds no values (3×2×0: each of its 3 samples is empty)"});
 }
 
 // ---------------------------------------------------------------- safetensors
