@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -311,6 +312,13 @@ TEST(Literal, JsonAndPython) {
   EXPECT_EQ(v.get("a")->items[0].i, 1);
   EXPECT_DOUBLE_EQ(v.get("a")->items[1].f, -2500.0);
   EXPECT_EQ(v.get("a")->items[4].s, "x\"\n\xF0\x9F\x98\x80");
+  // Out of range saturates as strtod does: too large is ±inf, too small is ±0.
+  ASSERT_TRUE(parseLiteral("[1e999, -1e999, 1e-999, -2e-400]", Syntax::Json, v, err)) << err;
+  EXPECT_EQ(v.items[0].f, HUGE_VAL);
+  EXPECT_EQ(v.items[1].f, -HUGE_VAL);
+  EXPECT_EQ(v.items[2].f, 0.0);
+  EXPECT_EQ(v.items[3].f, 0.0);
+  EXPECT_TRUE(std::signbit(v.items[3].f));
   EXPECT_FALSE(parseLiteral("[1,]", Syntax::Json, v, err));  // JSON has no trailing commas
   EXPECT_FALSE(parseLiteral("{'a': 1}", Syntax::Json, v, err));
   EXPECT_FALSE(parseLiteral("\"\\ud800\"", Syntax::Json, v, err));
