@@ -39,10 +39,19 @@ void decodeValue(const wire::Request& r) {
     broken("a counter parsed from more digits than it has");
 }
 
-// Decodes `in` as the server's consume() does, feeding it in two parts.
-void consume(const std::vector<uint8_t>& in, bool authed, size_t split) {
+// What a connection's bytes decode to: its frames, and whether it ends on a
+// malformed one (the server closes the connection there).
+struct Decoding {
+  std::vector<wire::Request> frames;
+  bool malformed = false;
+};
+
+// Decodes `in` as the server's consume() does, the bytes arriving in two
+// reads: in[0, split), then the rest.
+Decoding consume(const std::vector<uint8_t>& in, bool authed, size_t split) {
   size_t max_key = authed ? dtl::rt::comm::kStoreMaxKeyBytes : wire::kAuthMaxKeyBytes;
   size_t max_value = authed ? dtl::rt::comm::kStoreMaxValueBytes : wire::kAuthMaxValueBytes;
+  Decoding out;
   size_t have = std::min(split, in.size());
   size_t at = 0;
   for (;;) {
@@ -52,10 +61,11 @@ void consume(const std::vector<uint8_t>& in, bool authed, size_t split) {
     wire::Decoded d = wire::decodeRequest(in.data() + at, have - at, max_key, max_value, r, used, why);
     if (d == wire::Decoded::kMalformed) {
       if (why.empty()) broken("a malformed frame without a reason");
-      return;
+      out.malformed = true;
+      return out;
     }
     if (d == wire::Decoded::kIncomplete) {
-      if (have == in.size()) return;
+      if (have == in.size()) return out;
       have = in.size();  // the second read arrives
       continue;
     }
@@ -66,6 +76,7 @@ void consume(const std::vector<uint8_t>& in, bool authed, size_t split) {
       broken("a decoded frame does not re-encode to its bytes");
     decodeValue(r);
     at += used;
+    out.frames.push_back(std::move(r));
   }
 }
 
@@ -76,8 +87,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bool authed = data[0] & 1;
   size_t split = data[0] >> 1;  // 0..127: where the first read ends
   std::vector<uint8_t> in(data + 1, data + size);
-  consume(in, authed, split);
-  consume(in, authed, in.size());
+  Decoding whole = consume(in, authed, in.size());
+  Decoding parts = consume(in, authed, split);
+  bool same = whole.malformed == parts.malformed && whole.frames.size() == parts.frames.size();
+  for (size_t k = 0; same && k < whole.frames.size(); ++k)
+    same = whole.frames[k].op == parts.frames[k].op && whole.frames[k].key == parts.frames[k].key &&
+           whole.frames[k].value == parts.frames[k].value;
+  if (!same) broken("the bytes decode differently when they arrive in two reads (split at " + std::to_string(split) + ")");
 
   // A reply (status:u8 len:u64 payload) as the client reads it, and a key list
   // anywhere in the input.
