@@ -11,7 +11,7 @@
 // Like dtlc (tools/dtlc/big_stack.h), the front end runs on a thread with a
 // big stack: its recursion is bounded by the input's nesting limits, not
 // small. The sanitizers make frames about 8× larger than a release build's
-// (the deepest input, fuzz/regressions/crash-forward-self-call-64x990-deep-stack.dtl,
+// (the deepest input, fuzz/regressions/frontend/crash-forward-self-call-64x990-deep-stack.dtl,
 // needs ~64 MiB in release and ~512 MiB here), so dtlc's 256 MiB becomes 2 GiB:
 // an input that overflows this would overflow dtlc too.
 #include <pthread.h>

@@ -25,7 +25,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
@@ -81,16 +80,6 @@ std::string peerName(const sockaddr_storage& addr) {
 }
 
 // A counter's value: decimal text, or empty (a key add() creates).
-bool parseCounter(const std::vector<uint8_t>& v, int64_t& out) {
-  if (v.empty()) {
-    out = 0;
-    return true;
-  }
-  const char* b = reinterpret_cast<const char*>(v.data());
-  auto [end, ec] = std::from_chars(b, b + v.size(), out);
-  return ec == std::errc() && end == b + v.size();
-}
-
 // A get/wait's deadline from its timeout_ms field.
 Clock::time_point requestDeadline(const uint8_t* timeout_ms) {
   uint64_t ms = std::min<uint64_t>(wire::getU64(timeout_ms), INT64_MAX);
@@ -282,30 +271,16 @@ void TcpStoreServer::Impl::readSome(Conn& c) {
 void TcpStoreServer::Impl::consume(uint64_t id, Conn& c) {
   size_t at = 0;
   while (!c.dead && c.pending.kind == Pending::kNone) {
-    const uint8_t* p = c.in.data() + at;
-    size_t have = c.in.size() - at;
-    if (have < wire::kRequestHeaderBytes) break;
-    uint8_t op = p[0];
-    uint64_t klen = wire::getU32(p + 1);
     size_t max_key = c.authed ? kStoreMaxKeyBytes : wire::kAuthMaxKeyBytes;
     size_t max_value = c.authed ? kStoreMaxValueBytes : wire::kAuthMaxValueBytes;
-    if (klen > max_key) {
-      fail(c, "a key of " + std::to_string(klen) + " bytes (the limit is " + std::to_string(max_key) + ")");
-      break;
-    }
-    if (have < wire::kRequestHeaderBytes + klen + 8) break;
-    uint64_t vlen = wire::getU64(p + wire::kRequestHeaderBytes + klen);
-    if (vlen > max_value) {
-      fail(c, "a value of " + std::to_string(vlen) + " bytes (the limit is " + std::to_string(max_value) + ")");
-      break;
-    }
-    size_t total = wire::kRequestHeaderBytes + klen + 8 + vlen;
-    if (have < total) break;
-    std::string key(reinterpret_cast<const char*>(p + wire::kRequestHeaderBytes), klen);
-    const uint8_t* v = p + wire::kRequestHeaderBytes + klen + 8;
-    std::vector<uint8_t> value(v, v + vlen);
-    at += total;
-    handle(id, c, op, std::move(key), std::move(value));
+    wire::Request r;
+    size_t used = 0;
+    std::string why;
+    wire::Decoded d = wire::decodeRequest(c.in.data() + at, c.in.size() - at, max_key, max_value, r, used, why);
+    if (d == wire::Decoded::kMalformed) fail(c, why);
+    if (d != wire::Decoded::kRequest) break;
+    at += used;
+    handle(id, c, r.op, std::move(r.key), std::move(r.value));
   }
   c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(std::min(at, c.in.size())));
 }
@@ -362,7 +337,7 @@ void TcpStoreServer::Impl::addCounter(Conn& c, const std::string& key, int64_t d
   auto refuse = [&](const std::string& why) { reply(c, wire::kError, std::vector<uint8_t>(why.begin(), why.end())); };
   std::vector<uint8_t>& slot = data[key];
   int64_t now = 0, sum = 0;
-  if (!parseCounter(slot, now)) return refuse("key '" + key + "' holds a value that is not an integer counter");
+  if (!wire::parseCounter(slot, now)) return refuse("key '" + key + "' holds a value that is not an integer counter");
   if (__builtin_add_overflow(now, delta, &sum)) return refuse("counter '" + key + "' would overflow");
   std::string digits = std::to_string(sum);
   slot.assign(digits.begin(), digits.end());

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstring>
 #include <limits>
 
@@ -76,6 +77,40 @@ bool parseKeyList(const uint8_t* data, size_t size, size_t at, size_t max_key, s
     at += len;
   }
   return at == size;
+}
+
+Decoded decodeRequest(const uint8_t* data, size_t size, size_t max_key, size_t max_value, Request& out, size_t& used,
+                      std::string& why) {
+  if (size < kRequestHeaderBytes) return Decoded::kIncomplete;
+  uint64_t klen = getU32(data + 1);
+  if (klen > max_key) {
+    why = "a key of " + std::to_string(klen) + " bytes (the limit is " + std::to_string(max_key) + ")";
+    return Decoded::kMalformed;
+  }
+  if (size - kRequestHeaderBytes < klen + 8) return Decoded::kIncomplete;
+  uint64_t vlen = getU64(data + kRequestHeaderBytes + klen);
+  if (vlen > max_value) {
+    why = "a value of " + std::to_string(vlen) + " bytes (the limit is " + std::to_string(max_value) + ")";
+    return Decoded::kMalformed;
+  }
+  if (size - kRequestHeaderBytes - klen - 8 < vlen) return Decoded::kIncomplete;
+  const uint8_t* k = data + kRequestHeaderBytes;
+  const uint8_t* v = k + klen + 8;
+  out.op = data[0];
+  out.key.assign(reinterpret_cast<const char*>(k), klen);
+  out.value.assign(v, v + vlen);
+  used = kRequestHeaderBytes + klen + 8 + vlen;
+  return Decoded::kRequest;
+}
+
+bool parseCounter(const std::vector<uint8_t>& v, int64_t& out) {
+  if (v.empty()) {
+    out = 0;
+    return true;
+  }
+  const char* b = reinterpret_cast<const char*>(v.data());
+  auto [end, ec] = std::from_chars(b, b + v.size(), out);
+  return ec == std::errc() && end == b + v.size();
 }
 
 bool constantTimeEqual(const std::string& a, const std::string& b) {

@@ -39,6 +39,22 @@ void putKeyList(std::vector<uint8_t>& out, const std::vector<std::string>& keys)
 // Parses a keyList at data[at, size); false when malformed or a key is too long.
 bool parseKeyList(const uint8_t* data, size_t size, size_t at, size_t max_key, std::vector<std::string>& keys);
 
+// One request frame, decoded from the front of a connection's input.
+struct Request {
+  uint8_t op = 0;  // not checked here: the server refuses an unknown op
+  std::string key;
+  std::vector<uint8_t> value;
+};
+enum class Decoded { kRequest, kIncomplete, kMalformed };
+// Decodes the request at data[0, size): kRequest with `used` bytes taken;
+// kIncomplete when the frame is not all there yet; kMalformed, with `why`
+// ("a key of 5000 bytes (the limit is 4096)"), as soon as a length field is
+// over max_key or max_value, before waiting for the bytes it announces.
+Decoded decodeRequest(const uint8_t* data, size_t size, size_t max_key, size_t max_value, Request& out, size_t& used,
+                      std::string& why);
+// A counter's stored value (what kAdd adds to): decimal int64 text, or empty for 0.
+bool parseCounter(const std::vector<uint8_t>& v, int64_t& out);
+
 // Equal without an early exit, so the time taken says nothing about the token.
 bool constantTimeEqual(const std::string& a, const std::string& b);
 

@@ -3,9 +3,13 @@
 // True/False/None and the Python 2 'L' integer suffix seen in old .npy files.
 #include "runtime/data/literal.h"
 
+#include <locale.h>
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <unordered_set>
 
 namespace dtl::rt::data {
@@ -268,9 +272,11 @@ class Parser {
     }
     out.type = Literal::Type::Float;
     auto [ptr, ec] = std::from_chars(b, e, out.f);
-    if (ec == std::errc::result_out_of_range)
-      out.f = (*b == '-') ? -HUGE_VAL : HUGE_VAL;
-    else if (ec != std::errc() || ptr != e)
+    if (ec == std::errc::result_out_of_range && ptr == e) {
+      // Saturate like strtod: "1e999" is inf but "1e-999" is 0, not inf.
+      static locale_t c_locale = newlocale(LC_ALL_MASK, "C", nullptr);
+      out.f = strtod_l(std::string(b, e).c_str(), nullptr, c_locale);
+    } else if (ec != std::errc() || ptr != e)
       return fail("bad number");
     return true;
   }

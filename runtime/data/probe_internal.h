@@ -53,6 +53,11 @@ inline ProbeResult finish(const std::string& path, const std::vector<int64_t>& s
   r.info.samples = shape[0];
   r.info.sample_dims.assign(shape.begin() + 1, shape.end());
   checkedProduct(r.info.sample_dims, 1, r.info.sample_elements);
+  // Samples of no values cost no bytes, so a 20-byte header could promise
+  // 2^31 of them and the loader would walk them all.
+  if (r.info.sample_elements == 0)
+    return fail(path + ": holds no values (" + dimsText(shape) + ": each of its " + std::to_string(shape[0]) +
+                " samples is empty)");
   r.info.dtype = dt.name;
   r.info.kind = dt.kind;
   return r;

@@ -17,8 +17,11 @@ std::string trainStateJson(const TrainState& s) {
   w.beginObject().key("step").value(s.step).key("epoch").value(s.epoch).key("step_in_epoch").value(s.step_in_epoch);
   w.key("seed").value(s.seed).key("model").value(s.model);
   // The cursor counts global batches of this many samples; a run on another
-  // number of ranks converts it (the trainer's resume).
-  w.key("global_batch").value(s.global_batch).key("world").value(s.world).endObject();
+  // number of ranks converts it (the trainer's resume). 0 (not recorded, as
+  // in a state read from an older checkpoint) is left out, as such a file
+  // leaves it out: parseTrainState refuses a written 0.
+  if (s.global_batch > 0) w.key("global_batch").value(s.global_batch);
+  w.key("world").value(s.world).endObject();
   return w.str();
 }
 

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -141,6 +142,9 @@ TEST_F(Probe, IdxErrors) {
   expectError(probeIdx(p), p, {"decompresses to 32 bytes", "2×3 f32 (24 bytes of data"});
   p = write("zero", idx(0x08, {0, 5}, 0));
   expectError(probeIdx(p), p, {"no samples"});
+  // A 20-byte file promising 973 million empty samples (fuzz/regressions/idx/).
+  p = write("empty-samples", idx(0x0E, {0x3A000000, 0}, 0));
+  expectError(probeIdx(p), p, {"holds no values (973078528×0: each of its 973078528 samples is empty)"});
 }
 
 TEST_F(Probe, GzipDamage) {
@@ -229,6 +233,8 @@ TEST_F(Probe, NpyErrors) {
   expectError(probeNpy(p), p, {"more than 2^63 bytes"});
   p = write("zero.npy", npy(1, dict("<f4", "False", "(0, 3)"), 0));
   expectError(probeNpy(p), p, {"no samples"});
+  p = write("empty.npy", npy(1, dict("<f4", "False", "(3, 2, 0)"), 0));
+  expectError(probeNpy(p), p, {"holds no values (3×2×0: each of its 3 samples is empty)"});
 }
 
 // ---------------------------------------------------------------- safetensors
@@ -306,6 +312,13 @@ TEST(Literal, JsonAndPython) {
   EXPECT_EQ(v.get("a")->items[0].i, 1);
   EXPECT_DOUBLE_EQ(v.get("a")->items[1].f, -2500.0);
   EXPECT_EQ(v.get("a")->items[4].s, "x\"\n\xF0\x9F\x98\x80");
+  // Out of range saturates as strtod does: too large is ±inf, too small is ±0.
+  ASSERT_TRUE(parseLiteral("[1e999, -1e999, 1e-999, -2e-400]", Syntax::Json, v, err)) << err;
+  EXPECT_EQ(v.items[0].f, HUGE_VAL);
+  EXPECT_EQ(v.items[1].f, -HUGE_VAL);
+  EXPECT_EQ(v.items[2].f, 0.0);
+  EXPECT_EQ(v.items[3].f, 0.0);
+  EXPECT_TRUE(std::signbit(v.items[3].f));
   EXPECT_FALSE(parseLiteral("[1,]", Syntax::Json, v, err));  // JSON has no trailing commas
   EXPECT_FALSE(parseLiteral("{'a': 1}", Syntax::Json, v, err));
   EXPECT_FALSE(parseLiteral("\"\\ud800\"", Syntax::Json, v, err));
