@@ -138,10 +138,27 @@ std::string axisLane(const PlanPicture& pic, const std::string& axis, int64_t si
   return out + "</g>\n";
 }
 
+// A colour key for the ops the plan has, under the lanes.
+std::string opKey(const PlanPicture& pic, double& y) {
+  std::vector<std::string> ops;
+  for (const Collective& c : pic.collectives)
+    if (std::find(ops.begin(), ops.end(), c.op) == ops.end()) ops.push_back(c.op);
+  std::string out;
+  double x = kPad + kLabel;
+  for (const std::string& op : ops) {
+    out += svg::rect(x, y + 3, 10, 10, opClass(op));
+    out += svg::text(x + 14, y + 12, op, "plan-note");
+    x += 24 + 6.5 * static_cast<double>(op.size());
+  }
+  if (!ops.empty()) y += 20;
+  return out;
+}
+
 std::string collectiveSection(const PlanPicture& pic, double& y) {
   std::string out = svg::text(kPad, y + 14, "collectives per step, by mesh axis (width: bytes one rank sends)", "plan-head");
   y += 24;
   for (const auto& [axis, size] : pic.mesh) out += axisLane(pic, axis, size, y);
+  out += opKey(pic, y);
   if (pic.mesh.empty()) {
     out += svg::text(kPad, y + 12, "none: one rank", "plan-note");
     y += 20;
