@@ -61,6 +61,11 @@ TEST(ReportCurves, TheRangeWidensToRoundTicks) {
   std::vector<double> t = a.yTicks();
   ASSERT_EQ(t.size(), 5u);
   EXPECT_NEAR(t[1], 1.0, 1e-12);
+  // A range just past a round number keeps its step: 0.12..0.24 by 0.02.
+  std::vector<double> u = cli::report::fitAxes(chart({{10, 0.22004}, {40, 0.1208}}), false).yTicks();
+  ASSERT_EQ(u.size(), 7u);
+  EXPECT_NEAR(u[0], 0.12, 1e-12);
+  EXPECT_NEAR(u[6], 0.24, 1e-12);
 }
 
 TEST(ReportCurves, LogScaleSpansWholeDecades) {

@@ -23,8 +23,8 @@ double niceStep(double raw) {
   return 10 * p;
 }
 
-// [lo, hi] widened to multiples of a nice step (about five ticks).
-void niceRange(double& lo, double& hi) {
+// [lo, hi] widened to multiples of a nice step (about five ticks); returns the step.
+double niceRange(double& lo, double& hi) {
   if (hi - lo <= 0) {
     const double d = lo == 0 ? 1 : std::fabs(lo) * 0.1;
     lo -= d;
@@ -33,10 +33,10 @@ void niceRange(double& lo, double& hi) {
   const double step = niceStep((hi - lo) / 5);
   lo = std::floor(lo / step + 1e-9) * step;
   hi = std::ceil(hi / step - 1e-9) * step;
+  return step;
 }
 
-std::vector<double> linearTicks(double lo, double hi) {
-  const double step = niceStep((hi - lo) / 5);
+std::vector<double> linearTicks(double lo, double hi, double step) {
   std::vector<double> t;
   for (double v = std::ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step)
     t.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
@@ -61,10 +61,10 @@ double Axes::py(double y) const {
 
 bool Axes::drawable(double x, double y) const { return std::isfinite(x) && std::isfinite(y) && (!log || y > 0); }
 
-std::vector<double> Axes::xTicks() const { return linearTicks(x0, x1); }
+std::vector<double> Axes::xTicks() const { return linearTicks(x0, x1, niceStep((x1 - x0) / 5)); }
 
 std::vector<double> Axes::yTicks() const {
-  if (!log) return linearTicks(y0, y1);
+  if (!log) return linearTicks(y0, y1, y_step > 0 ? y_step : niceStep((y1 - y0) / 5));
   std::vector<double> t;
   const int lo = static_cast<int>(std::lround(std::log10(y0))), hi = static_cast<int>(std::lround(std::log10(y1)));
   for (int e = lo; e <= hi; ++e)
@@ -91,7 +91,7 @@ Axes fitAxes(const Chart& c, bool log) {
     a.y1 = std::pow(10, std::ceil(std::log10(yhi)));
     if (a.y1 <= a.y0) a.y1 = a.y0 * 10;
   } else {
-    niceRange(ylo, yhi);
+    a.y_step = niceRange(ylo, yhi);
     a.y0 = ylo, a.y1 = yhi;
   }
   return a;

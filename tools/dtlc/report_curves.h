@@ -29,6 +29,7 @@ struct Chart {
 struct Axes {
   double x0 = 0, x1 = 1, y0 = 0, y1 = 1;  // data range (y: the values, not their logs)
   bool log = false;
+  double y_step = 0;  // linear: the tick step the range was widened to
   double px(double x) const;  // pixel column of step x
   double py(double y) const;  // pixel row of value y (top is 0)
   bool drawable(double x, double y) const;
