@@ -14,6 +14,8 @@ packages=(
   libgloo-dev libopenmpi-dev openmpi-bin
   # tests and benchmarks
   googletest libgtest-dev libgmock-dev libbenchmark-dev hyperfine iproute2
+  # the report page rendered headless (tests/e2e/report.sh): a browser, and PNG pixels
+  chromium python3-pil
   # real data for the samples
   dataset-fashion-mnist python3-sklearn base-files
   # the PyTorch peer: parity tests and benchmarks (Debian's 1.13, for /usr/bin/python3)

@@ -33,8 +33,8 @@ import sys
 
 # What the tests run besides the build's own outputs (keep in step with
 # tests/: e2e scripts, parity harness, namespace tests).
-TEST_TOOLS = ["/usr/bin/python3", "ip", "unshare", "timeout", "awk", "sed", "sh", "bash", "gzip"]
-TEST_MODULES = ["torch", "numpy"]
+TEST_TOOLS = ["/usr/bin/python3", "ip", "unshare", "timeout", "awk", "sed", "sh", "bash", "gzip", "chromium"]
+TEST_MODULES = ["torch", "numpy", "PIL"]
 EXEMPT_PREFIXES = ["/usr/local/cuda", "/tmp/", "/proc/", "/dev/"]
 
 

@@ -31,6 +31,11 @@ TEST(Cli, HelpDescribesEveryFlag) {
   EXPECT_EQ(run({"export", "--help"}, out, err), 0);
   for (const char* flag : {"--spec SPEC", "--format torch", "--out FILE", "--set KEY=VALUE", "--help"})
     EXPECT_NE(out.find(flag), std::string::npos) << flag;
+  EXPECT_EQ(run({"report", "--help"}, out, err), 0);
+  for (const char* flag : {"-o, --out FILE", "--metrics FILE", "--spec SPEC", "--world N", "--set KEY=VALUE", "--help"})
+    EXPECT_NE(out.find(flag), std::string::npos) << flag;
+  EXPECT_EQ(run({"plan", "--help"}, out, err), 0);
+  EXPECT_NE(out.find("--format text|json|dot|svg"), std::string::npos) << out;
 }
 
 // Usage errors of generate and export, before anything is compiled or loaded.

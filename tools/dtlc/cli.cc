@@ -16,6 +16,7 @@
 #include "tools/dtlc/generate_command.h"
 #include "tools/dtlc/kernel_emitter.h"
 #include "tools/dtlc/plan_command.h"
+#include "tools/dtlc/report_command.h"
 #include "tools/dtlc/run_command.h"
 
 namespace dtl::cli {
@@ -35,6 +36,8 @@ const char* kMainHelp =
     "               sample text from a trained byte-level language model\n"
     "  export DIR --spec SPEC --format torch --out FILE\n"
     "               write a checkpoint's GPT as a nanoGPT-style PyTorch state_dict\n"
+    "  report RUN_DIR\n"
+    "               write one HTML page of a run: curves, plan, checkpoints, spec\n"
     "\n"
     "Run `dtlc COMMAND --help` for a command's options. Docs: docs/language-guide.md.\n";
 
@@ -182,6 +185,7 @@ int runCli(const std::vector<std::string>& args, std::string& out, std::string& 
     if (cmd == "plan") return planCommand(args, out, err);
     if (cmd == "generate") return generateCommand(args, out, err);
     if (cmd == "export") return exportCommand(args, out, err);
+    if (cmd == "report") return reportCommand(args, out, err);
     err += "dtlc: unknown command '" + cmd + "'\n\n" + kMainHelp;
     return 2;
   } catch (const std::bad_alloc&) {

@@ -2,6 +2,7 @@
 
 #include "compiler/driver/frontend.h"
 #include "compiler/plan/plan.h"
+#include "compiler/plan/plan_svg.h"
 #include "compiler/program/plan_program.h"
 #include "tools/dtlc/compile_spec.h"
 #include "tools/dtlc/flags.h"
@@ -21,8 +22,10 @@ const char* kPlanHelp =
     "\n"
     "options:\n"
     "  --world N            the number of ranks (resolves `auto`; required when the mesh has it)\n"
-    "  --format text|json|dot\n"
-    "                       text (default), JSON (docs/plan.md) or a Graphviz picture\n"
+    "  --format text|json|dot|svg\n"
+    "                       text (default), JSON (docs/plan.md), a Graphviz picture,\n"
+    "                       or an SVG picture drawn by dtlc (the mesh, collectives\n"
+    "                       per axis with their bytes, memory per rank as bars)\n"
     "  --set KEY=VALUE      override a setting, as for `dtlc check` (repeatable)\n"
     "  --device-memory SIZE the memory of one rank's device on the target machine\n"
     "                       (e.g. '24 GiB'): exit 1 with the breakdown when the plan\n"
@@ -45,7 +48,7 @@ int planCommand(const std::vector<std::string>& args, std::string& out, std::str
   bool help = false;
   std::string bad = Flags("plan")
                         .integer("--world", opt.world, "a positive number of ranks", 1, 1000000)
-                        .text("--format", format, "a value", {"text", "json", "dot"})
+                        .text("--format", format, "a value", {"text", "json", "dot", "svg"})
                         .list("--set", opt.sets, "KEY=VALUE")
                         .bytes("--device-memory", device_memory)
                         .parse(args, spec, help);
@@ -58,7 +61,7 @@ int planCommand(const std::vector<std::string>& args, std::string& out, std::str
     return 2;
   }
   if (spec.empty()) {
-    err += "dtlc plan: no SPEC given\nusage: dtlc plan SPEC [--world N] [--format text|json|dot] [--set KEY=VALUE]… "
+    err += "dtlc plan: no SPEC given\nusage: dtlc plan SPEC [--world N] [--format text|json|dot|svg] [--set KEY=VALUE]… "
            "[--device-memory SIZE]\n";
     return 2;
   }
@@ -84,6 +87,7 @@ int planCommand(const std::vector<std::string>& args, std::string& out, std::str
   }
   out += format == "json" ? plan::planJson(fe.graph(), fe.layout(), rank0, s)
          : format == "dot" ? plan::planDot(fe.graph(), fe.layout(), rank0, s)
+         : format == "svg" ? plan::planSvg(plan::planPicture(fe.graph(), fe.layout(), rank0, s))
                            : plan::planText(fe.graph(), fe.layout(), rank0, s);
   return 0;
 }
