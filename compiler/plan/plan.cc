@@ -90,13 +90,6 @@ std::vector<Collective> collectives(const ir::Graph& g, const prog::Program& p, 
   return out;
 }
 
-namespace {
-
-// Ring all-reduce sends 2(n−1)/n of the buffer; all-gather and
-// reduce-scatter (n−1)/n of the whole; a max all-reduce gathers every
-// rank's values: n − 1 times its buffer.
-}  // namespace
-
 double sent(const Collective& c, int64_t n) {
   if (n <= 1) return 0;
   if (c.max) return static_cast<double>(n - 1) * static_cast<double>(c.bytes);

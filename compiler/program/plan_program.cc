@@ -1,17 +1,26 @@
 // Planning, in order:
 // 1. Local form: every node's shape becomes this rank's local shape.
 // 2. Communication groups: each gradient bucket is one group (a flat
-//    buffer); every other collective is a group of its own.
+//    buffer: an all-reduce bucket's members are views of it, a ZeRO
+//    reduce-scatter bucket packs one block per rank and unpacks each piece
+//    at its wait); every other collective is a group of its own. A group
+//    whose buffer is needed only in flight has it in a buffer slot.
 // 3. Per schedule, the instruction list: nodes in graph order; a group
-//    starts right after the value named by its `start_after` is ready and
-//    is waited for before the first instruction that reads a member.
+//    starts right after the value named by its `start_after` is ready (its
+//    input, or what a scheduling pass chose: ZeRO-3's prefetch) and is
+//    waited for before the first instruction that reads a member — or
+//    earlier, to keep few reduce-scatter buckets and gathers of updated
+//    pieces in flight.
 // 4. Per schedule, storage: views (parameters, reshapes, leading-dim slices
 //    of parameters, a rank's slice of a replicated value along its leading
-//    dim) alias their source; in training, a gradient whose only
-//    reader is its bucket's all-reduce is computed into the bucket, a stacked
-//    copy's gradient into its block of the stack, and a parameter's gradient
-//    into the caller's memory when bound; everything else gets a buffer slot
-//    from liveness (assign_slots.cc).
+//    dim or a flat piece without kept dims) alias their source; in
+//    training, a gradient whose only reader is its bucket's all-reduce is
+//    computed into the bucket, a stacked copy's gradient (or its scattered
+//    piece) into its block of the stack, and a parameter's gradient into the
+//    caller's memory when bound; everything else gets a buffer slot from
+//    liveness (assign_slots.cc). The optimiser step's schedule (updates in
+//    place, gathers of updated pieces into the parameters) takes the
+//    training schedule's slots but for those holding the step's gradients.
 #include "compiler/program/plan_program.h"
 
 #include <algorithm>

@@ -2,13 +2,17 @@
 // - run: a parameter points at the caller's memory, an input copies what
 //   was fed, a view points into its source's storage, anything else is
 //   computed by the backend into the storage the planner gave it;
-// - start: a bucket copies the gradients not computed in place into its
-//   flat buffer and launches one all-reduce on it; a single collective
-//   launches on its own buffer (executor_collectives.cc);
-// - wait: the group's results are ready (and put in place);
-// - update: the optimiser step, once per optimiser step.
+// - start: an all-reduce bucket copies the gradients not computed in place
+//   into its flat buffer and launches one all-reduce on it; a ZeRO
+//   reduce-scatter bucket packs each rank's pieces into that rank's block;
+//   a single collective launches on its own buffer (executor_collectives.cc);
+// - wait: the group's results are ready (and put in place: a bucket's
+//   scattered pieces, gathered blocks, …);
+// - update: the optimiser step's schedule, once per optimiser step: each
+//   update in place on its parameter's piece, the gathers of updated pieces.
 // Storage is resolved once per run and value: a slot, the caller's
-// parameter or bound gradient, a block of a bucket or of another value.
+// parameter or bound gradient, a block of a bucket or of another value. A
+// group's buffer is its own, or a slot of the running schedule.
 #include "runtime/exec/executor.h"
 
 #include <algorithm>

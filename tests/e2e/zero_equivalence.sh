@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ZeRO must not change the numbers: real processes, AdamW with clipping, 15
-# steps, f32 — `zero = 1, 2, 3` on dp = 2, dp = 3 (uneven flat pieces) and
+# steps, f32 — from the spec's initialisation and from one --init file —
+# `zero = 1, 2, 3` on dp = 2, dp = 3 (uneven flat pieces) and
 # dp = 4, zero = 3 with tp = 2, every level with `accumulate = 4`, each
 # against the one-process run of the same global batch from the same
 # weights (within 1e-5 relative); a checkpoint of each level written at
@@ -82,6 +83,13 @@ rm -rf ck
 "$dtlc" run m.dtl --resume ck --metrics m_resumed.jsonl >/dev/null 2>m_resume.err ||
   { echo "tiny pieces: resuming failed"; tail -5 m_resume.err; status=1; }
 compare "zero = 3 checkpoint of dp 4 with empty pieces resumed on one process" m1.jsonl m_resumed.jsonl 11
+
+# From one --init file (whole tensors), each rank slicing its pieces.
+rm -rf ck; "$dtlc" run g.dtl --steps 3 >/dev/null; mv ck ck_init
+init=$(ls -d ck_init/step-*/ | tail -1)params.safetensors
+"$dtlc" run g.dtl --init "$init" --no-checkpoints --metrics init1.jsonl >/dev/null
+base=init1 layout z3_init g.dtl 2 "mesh dp = 2; split batch over dp; zero = 3" --set train.batch=12 --init "$init"
+base=init1 layout z1_init g.dtl 3 "mesh dp = 3; split batch over dp; zero = 1" --set train.batch=8 --init "$init"
 
 # Checkpoints are mesh-free: optimiser state and (zero = 3) parameters are
 # gathered whole, and sliced again into any other mesh's pieces.
