@@ -12,6 +12,7 @@ import re
 import statistics
 import subprocess
 import sys
+import socket
 import tempfile
 import time
 
@@ -371,3 +372,48 @@ def write_result(path, result):
     if path:
         with open(path, 'w') as f:
             json.dump(result, f, indent=1)
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def run_torch_ranks(cmd, env, world, tmp, label, timeout):
+    """Starts `world` processes of `cmd` as torch.distributed ranks on this
+    machine (RANK, WORLD_SIZE, MASTER_ADDR/PORT set by hand: Debian's
+    torch.distributed.run fails under Python 3.11) and returns the JSON of
+    rank 0's last stdout line; exits naming `label` when a rank fails."""
+    port = str(free_port())
+    procs = []
+    for rank in range(world):
+        e = dict(env)
+        e.update({'RANK': str(rank), 'LOCAL_RANK': str(rank), 'WORLD_SIZE': str(world),
+                  'LOCAL_WORLD_SIZE': str(world), 'MASTER_ADDR': '127.0.0.1', 'MASTER_PORT': port})
+        e.setdefault('GLOO_SOCKET_IFNAME', 'lo')
+        out = open(os.path.join(tmp, '%s_rank%d.out' % (label.replace(' ', '_'), rank)), 'w+')
+        err = open(os.path.join(tmp, '%s_rank%d.err' % (label.replace(' ', '_'), rank)), 'w+')
+        procs.append((subprocess.Popen(cmd, env=e, stdout=out, stderr=err), out, err))
+    codes = []
+    deadline = time.time() + timeout
+    for i, (p, _, _) in enumerate(procs):
+        try:  # once rank 0 is done, the others have passed the last collective too
+            codes.append(p.wait(timeout=max(1, deadline - time.time()) if i == 0 else 60))
+        except subprocess.TimeoutExpired:
+            codes.append(None)
+    texts = []
+    for p, out, err in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        out.seek(0)
+        err.seek(0)
+        texts.append((out.read(), err.read()))
+        out.close()
+        err.close()
+    if any(c != 0 for c in codes):
+        for rank, (o, e) in enumerate(texts):
+            sys.stderr.write('--- %s rank %d (exit %s)\n%s%s' % (label, rank, codes[rank], o[-3000:], e[-3000:]))
+        sys.exit('%s failed: exit statuses %s' % (label, codes))
+    return json.loads(texts[0][0].strip().splitlines()[-1])

@@ -58,7 +58,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -130,12 +129,6 @@ def torch_worker(world, threads, warmup, steps, data_dir):
         os._exit(0)
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
 def run_torch(job, warmup, steps, tmp):
     """Runs one PyTorch configuration (1 process, or `world` DDP ranks at
     once); returns rank 0's JSON line."""
@@ -145,38 +138,7 @@ def run_torch(job, warmup, steps, tmp):
     if world == 1:
         _, r = bc.run(cmd, env=job['env'])
         return json.loads(r.stdout.strip().splitlines()[-1])
-    port = str(free_port())
-    procs = []
-    for rank in range(world):
-        env = dict(job['env'])
-        env.update({'RANK': str(rank), 'LOCAL_RANK': str(rank), 'WORLD_SIZE': str(world),
-                    'LOCAL_WORLD_SIZE': str(world), 'MASTER_ADDR': '127.0.0.1', 'MASTER_PORT': port})
-        env.setdefault('GLOO_SOCKET_IFNAME', 'lo')
-        out = open(os.path.join(tmp, 'ddp_rank%d.out' % rank), 'w+')
-        err = open(os.path.join(tmp, 'ddp_rank%d.err' % rank), 'w+')
-        procs.append((subprocess.Popen(cmd, env=env, stdout=out, stderr=err), out, err))
-    codes = []
-    deadline = time.time() + 900
-    for i, (p, _, _) in enumerate(procs):
-        try:  # once rank 0 is done, the others have passed the last collective too
-            codes.append(p.wait(timeout=max(1, deadline - time.time()) if i == 0 else 60))
-        except subprocess.TimeoutExpired:
-            codes.append(None)
-    texts = []
-    for p, out, err in procs:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        out.seek(0)
-        err.seek(0)
-        texts.append((out.read(), err.read()))
-        out.close()
-        err.close()
-    if any(c != 0 for c in codes):
-        for rank, (o, e) in enumerate(texts):
-            sys.stderr.write('--- DDP rank %d (exit %s)\n%s%s' % (rank, codes[rank], o[-3000:], e[-3000:]))
-        sys.exit('PyTorch DDP failed: exit statuses %s' % codes)
-    return json.loads(texts[0][0].strip().splitlines()[-1])
+    return bc.run_torch_ranks(cmd, job['env'], world, tmp, 'PyTorch DDP', 900)
 
 
 def run_dtl(dtlc, job, warmup, steps, tmp):

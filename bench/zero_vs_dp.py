@@ -216,41 +216,9 @@ def torch_worker(world, threads, warmup, steps):
 
 def run_torch(job, warmup, steps, tmp):
     """Starts the WORLD ranks of one PyTorch configuration; rank 0's JSON."""
-    from ddp_vs_torch import free_port
     cmd = ['/usr/bin/python3', os.path.abspath(__file__), '--torch-worker', str(WORLD),
            '--torch-threads', str(job['threads']), '--warmup', str(warmup), '--steps', str(steps)]
-    port = str(free_port())
-    procs = []
-    for rank in range(WORLD):
-        env = dict(job['env'])
-        env.update({'RANK': str(rank), 'LOCAL_RANK': str(rank), 'WORLD_SIZE': str(WORLD),
-                    'LOCAL_WORLD_SIZE': str(WORLD), 'MASTER_ADDR': '127.0.0.1', 'MASTER_PORT': port})
-        env.setdefault('GLOO_SOCKET_IFNAME', 'lo')
-        out = open(os.path.join(tmp, 'zero_rank%d.out' % rank), 'w+')
-        err = open(os.path.join(tmp, 'zero_rank%d.err' % rank), 'w+')
-        procs.append((subprocess.Popen(cmd, env=env, stdout=out, stderr=err), out, err))
-    codes = []
-    deadline = time.time() + 1800
-    for i, (p, _, _) in enumerate(procs):
-        try:
-            codes.append(p.wait(timeout=max(1, deadline - time.time()) if i == 0 else 60))
-        except subprocess.TimeoutExpired:
-            codes.append(None)
-    texts = []
-    for p, out, err in procs:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        out.seek(0)
-        err.seek(0)
-        texts.append((out.read(), err.read()))
-        out.close()
-        err.close()
-    if any(c != 0 for c in codes):
-        for rank, (o, e) in enumerate(texts):
-            sys.stderr.write('--- PyTorch rank %d (exit %s)\n%s%s' % (rank, codes[rank], o[-3000:], e[-3000:]))
-        sys.exit('PyTorch DDP + ZeroRedundancyOptimizer failed: exit statuses %s' % codes)
-    return json.loads(texts[0][0].strip().splitlines()[-1])
+    return bc.run_torch_ranks(cmd, job['env'], WORLD, tmp, 'PyTorch DDP + ZeroRedundancyOptimizer', 1800)
 
 
 # ---------------------------------------------------------------- dtl side
