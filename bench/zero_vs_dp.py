@@ -20,7 +20,9 @@ and dtl's ZeRO-1 next to PyTorch DDP + ZeroRedundancyOptimizer.
    samples_per_s(n) (cumulative since the training loop started, counting the
    global batch), mean of steps W+1 .. W+S = (t(W+S) - t(W)) / S. The wait:
    each metrics line's `comm_wait_s` (seconds rank 0 spent blocked in
-   collective waits that step), mean over the same steps. Reports ms/step
+   collective waits that step) and, at zero = 3, `gather_wait_s` (the part
+   spent on gathers of parameters: what prefetching hides; the goal is on
+   it), mean over the same steps. Reports ms/step
    best and median over rounds, the ratios to DP (goal for zero = 1: within
    5 %, i.e. <= 1.05), zero = 3's overhead over DP with and without prefetch,
    and the mean wait per step of zero = 3 with and without prefetch and their
@@ -234,9 +236,11 @@ def run_dtl(dtlc, spec, warmup, steps, tmp, name):
            '--steps', str(total), '--no-checkpoints', '--metrics', metrics]
     bc.run_dtlc(cmd, metrics, total, cwd=tmp, rss=True)
     st, _ = bc.read_metrics(metrics)
-    waits = [st[n].get('comm_wait_s') for n in range(warmup + 1, total + 1)]
-    wait = None if any(w is None for w in waits) else sum(waits) / len(waits)
-    return bc.steady_step_time(st, GLOBAL_BATCH, warmup, total), wait, bc.LAST_MAXRSS_MB[0]
+    def mean(field):
+        xs = [st[n].get(field) for n in range(warmup + 1, total + 1)]
+        return None if any(x is None for x in xs) else sum(xs) / len(xs)
+    return (bc.steady_step_time(st, GLOBAL_BATCH, warmup, total), mean('comm_wait_s'), bc.LAST_MAXRSS_MB[0],
+            mean('gather_wait_s'))
 
 
 def memory_part(dtlc, tmp):
@@ -318,15 +322,18 @@ def main():
     labels = {j['key']: j['label'] for j in jobs}
     ms = {j['key']: [] for j in jobs}
     wait = {j['key']: [] for j in jobs if j['kind'] == 'dtl'}
+    gather_wait = {'zero3': [], 'zero3_nopf': []}  # zero = 3's metrics: the part spent on gathers of parameters
     rss = {j['key']: [] for j in jobs}
     blas = {}
     dropped = []
     for r in range(args.rounds):
         for job in bc.rotated([j for j in jobs if j['key'] not in dropped], r):
             if job['kind'] == 'dtl':
-                s, w, m = run_dtl(dtlc, job['spec'], args.warmup, args.steps, tmp, job['key'])
+                s, w, m, gw = run_dtl(dtlc, job['spec'], args.warmup, args.steps, tmp, job['key'])
                 ms[job['key']].append(1000 * s)
                 wait[job['key']].append(w)
+                if job['key'] in gather_wait:
+                    gather_wait[job['key']].append(gw)
                 rss[job['key']].append(m)
             else:
                 o = run_torch(job, args.warmup, args.steps, tmp)
@@ -378,6 +385,14 @@ def main():
                                 bc.fmt_list([x for x in wres['per_round'] if x is not None], '%.2f')))
         print('  (wait per step of every configuration, per round, ms: %s)' % '; '.join(
             '%s %s' % (k, bc.fmt_list([1000 * x for x in v], '%.0f')) for k, v in wait.items()))
+        gp, gn = gather_wait['zero3'], gather_wait['zero3_nopf']
+        if gp and gn and all(x is not None for x in gp + gn):
+            wres['gather_prefetch_s'], wres['gather_no_prefetch_s'] = gp, gn
+            wres['gather_ratio_best'], wres['gather_ratio_median'] = min(gp) / min(gn), bc.median(gp) / bc.median(gn)
+            print('  of it on gathers of parameters (gather_wait_s): prefetch = 1 %.1f ms (best) / %.1f (median), '
+                  'prefetch = 0 %.1f / %.1f ms; with / without %.2f (best / best), %.2f (median / median)   goal <= 0.30'
+                  % (1000 * min(gp), 1000 * bc.median(gp), 1000 * min(gn), 1000 * bc.median(gn),
+                     wres['gather_ratio_best'], wres['gather_ratio_median']))
     else:
         print('  comm_wait_s missing from the metrics: this dtlc does not write it')
     result['step'] = {'ms_per_step': ms, 'best_ms': best, 'median_ms': med, 'ratios': ratios,

@@ -73,6 +73,10 @@ class Executor {
   // Seconds this executor has spent blocked waiting for collectives (every
   // run and update so far): communication the schedule did not hide.
   double waitSeconds() const { return wait_seconds_; }
+  // The part of it spent on gathers of parameters' pieces (ZeRO-3): what
+  // prefetching is to hide.
+  double gatherWaitSeconds() const { return gather_wait_seconds_; }
+  bool gathersPieces() const;  // the program has such gathers
   // Bytes the executor holds: buffer slots, bucket buffers, unbound outputs.
   int64_t peakBytes() const { return held_bytes_; }
   const prog::Program& program() const { return program_; }
@@ -120,7 +124,8 @@ class Executor {
   std::vector<std::unique_ptr<comm::Work>> work_;  // per group, while in flight
   std::vector<BucketEvent> bucket_events_;
   int64_t held_bytes_ = 0;
-  double wait_seconds_ = 0;
+  double wait_seconds_ = 0, gather_wait_seconds_ = 0;
+  bool gathersPieces(const prog::Group& g) const;
 };
 
 }  // namespace dtl::rt

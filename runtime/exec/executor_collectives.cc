@@ -298,6 +298,19 @@ void Executor::exchanged(int group) {
   }
 }
 
+// An all-gather of a stored parameter's flat pieces (ZeRO-3), not of updated ones.
+bool Executor::gathersPieces(const prog::Group& g) const {
+  const ir::Node& n = program_[g.members[0]];
+  return g.bucket < 0 && n.op == ir::Op::AllGather && !n.names.empty() && layout::Placement::isFlat(n.names[0]) &&
+         program_[n.inputs[0]].op != ir::Op::Update;
+}
+
+bool Executor::gathersPieces() const {
+  for (const prog::Group& g : program_.groups)
+    if (gathersPieces(g)) return true;
+  return false;
+}
+
 int64_t Executor::axisRanks(const std::string& axis) const {
   for (const layout::MeshAxis& a : program_.mesh)
     if (a.name == axis) return std::max<int64_t>(a.size, 1);
@@ -344,8 +357,10 @@ KernelStatus Executor::wait(int group) {
   if (!w) return {};
   const auto t0 = std::chrono::steady_clock::now();
   comm::Status s = w->wait();
-  wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const prog::Group& g = program_.groups[static_cast<size_t>(group)];
+  wait_seconds_ += waited;
+  if (gathersPieces(g)) gather_wait_seconds_ += waited;
   if (s.ok) {
     if (g.bucket >= 0 && g.op == ir::Op::ReduceScatter) unpackScattered(group);
     if (g.bucket < 0 && g.elements > 0) {

@@ -100,6 +100,7 @@ class Trainer {
     exec_ = std::make_unique<Executor>(g, *backend_);
     for (const auto& [axis, c] : c_.comms) exec_->setCommunicator(axis, c);
     lead_ = writesLogs(c_.global_rank);
+    gathers_pieces_ = exec_->gathersPieces();
     for (const ParamSpec& s : c_.params) {
       Param p{&s, shardOf(s), pieceOf(s), {}, {}, nullptr, {}, updatedBy(*c_.program, s.path)};
       std::vector<float> whole = initParam(s, c_.seed);  // what one process makes; this rank keeps its piece
@@ -152,7 +153,7 @@ class Trainer {
     int64_t window_steps = 0;
     for (int64_t step = start + 1; step <= total_; ++step) {
       const auto step_start = std::chrono::steady_clock::now();
-      const double waited_before = exec_->waitSeconds();
+      const double waited_before = exec_->waitSeconds(), gathered_before = exec_->gatherWaitSeconds();
       int64_t epoch = train_loader_->cursor().first;
       double loss = 0;
       if (!microBatches(step, loss)) return 1;
@@ -172,11 +173,10 @@ class Trainer {
       double rate = secs > 0 ? static_cast<double>(samples_since) / secs : 0;
       if (c_.on_step) c_.on_step(step);
       const double step_s = std::chrono::duration<double>(now - step_start).count();
-      if (lead_ && !c_.metrics_file.empty() &&
-          !writeMetrics({{"loss", loss}, {"lr", lr}, {"samples_per_s", rate}, {"step_s", step_s},
-                         {"comm_wait_s", exec_->waitSeconds() - waited_before}},
-                        {{"step", step}, {"epoch", epoch}}))
-        return 1;
+      std::vector<std::pair<std::string, double>> fields = {{"loss", loss}, {"lr", lr}, {"samples_per_s", rate},
+                                                            {"step_s", step_s}, {"comm_wait_s", exec_->waitSeconds() - waited_before}};
+      if (gathers_pieces_) fields.emplace_back("gather_wait_s", exec_->gatherWaitSeconds() - gathered_before);
+      if (lead_ && !c_.metrics_file.empty() && !writeMetrics(fields, {{"step", step}, {"epoch", epoch}})) return 1;
       window_loss += loss;
       ++window_steps;
       bool epoch_end = steps_per_epoch > 0 && (step + shift_) % steps_per_epoch == 0;
@@ -627,6 +627,7 @@ class Trainer {
   int64_t total_ = 0;
   int64_t shift_ = 0;  // this run's step count in the epoch's units, minus the optimiser's (resume())
   bool lead_ = true;  // logs, prints and writes metrics
+  bool gathers_pieces_ = false;  // zero = 3: the metrics say how long gathers of parameters were waited for
   Checkpointing checkpoints_;
 };
 
