@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/placement.h"
 #include "core/shape.h"
 
 namespace dtl::ir {
@@ -149,6 +150,13 @@ struct Graph {
   }
   const Node& operator[](int id) const { return nodes[static_cast<size_t>(id)]; }
 };
+
+// ZeRO-3's gather of a stored parameter's flat pieces (`input` is its
+// operand): an all-gather along a flat dim of anything but an update (whose
+// pieces are gathered back into the parameter, levels 1 and 2).
+inline bool gathersStoredPieces(const Node& n, const Node& input) {
+  return n.op == Op::AllGather && !n.names.empty() && layout::Placement::isFlat(n.names[0]) && input.op != Op::Update;
+}
 
 // The nodes of the optimiser's step: the updates, the pieces of replicated
 // parameters they update (ZeRO levels 1, 2: a local slice), and the gathers

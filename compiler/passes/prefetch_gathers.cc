@@ -53,8 +53,8 @@ void prefetchGathers(ir::Graph& g, int prefetch) {
     for (int x : n.inputs) first[static_cast<size_t>(x)] = std::min(first[static_cast<size_t>(x)], n.id);
   std::vector<Gather> forward, backward;
   for (const ir::Node& n : g.nodes) {
-    if (n.op != ir::Op::AllGather || n.names.empty() || !layout::Placement::isFlat(n.names[0])) continue;
-    if (g[n.inputs[0]].op == ir::Op::Update || first[static_cast<size_t>(n.id)] == kNone) continue;
+    if (n.op != ir::Op::AllGather || !ir::gathersStoredPieces(n, g[n.inputs[0]]) || first[static_cast<size_t>(n.id)] == kNone)
+      continue;
     Gather gather{n.id, first[static_cast<size_t>(n.id)], layerKey(g, n.inputs[0])};
     (gather.first_reader < g.forward_end ? forward : backward).push_back(gather);
   }

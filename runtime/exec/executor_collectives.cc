@@ -301,8 +301,7 @@ void Executor::exchanged(int group) {
 // An all-gather of a stored parameter's flat pieces (ZeRO-3), not of updated ones.
 bool Executor::gathersPieces(const prog::Group& g) const {
   const ir::Node& n = program_[g.members[0]];
-  return g.bucket < 0 && n.op == ir::Op::AllGather && !n.names.empty() && layout::Placement::isFlat(n.names[0]) &&
-         program_[n.inputs[0]].op != ir::Op::Update;
+  return g.bucket < 0 && ir::gathersStoredPieces(n, program_[n.inputs[0]]);
 }
 
 bool Executor::gathersPieces() const {

@@ -102,7 +102,8 @@ class Trainer {
     lead_ = writesLogs(c_.global_rank);
     gathers_pieces_ = exec_->gathersPieces();
     for (const ParamSpec& s : c_.params) {
-      Param p{&s, shardOf(s), pieceOf(s), {}, {}, nullptr, {}, updatedBy(*c_.program, s.path)};
+      Param p{&s, shardOf(s), {}, {}, {}, nullptr, {}};
+      p.updated = pieceOf(s, p.piece);
       std::vector<float> whole = initParam(s, c_.seed);  // what one process makes; this rank keeps its piece
       p.value = p.shard.sharded() ? takeLocal(whole.data(), p.shard) : std::move(whole);
       p.value.reserve(1);  // a rank's ZeRO piece may be empty (fewer elements than ranks): still bound memory
@@ -249,20 +250,17 @@ class Trainer {
     return out;
   }
 
-  // Whether the program updates `path` (a parameter nothing depends on has no update).
-  static bool updatedBy(const prog::Program& g, const std::string& path) {
-    for (const ir::Node& n : g.nodes)
-      if (n.op == ir::Op::Update && n.name == path) return true;
-    return false;
-  }
-
-  // The piece of `s` the optimiser updates: its update's placement.
-  ShardOf pieceOf(const ParamSpec& s) const {
+  // The piece of `s` the optimiser updates (its update's placement) into
+  // `piece`; false when the program has no update of it (nothing depends on it).
+  bool pieceOf(const ParamSpec& s, ShardOf& piece) const {
     const prog::Program& g = *c_.program;
-    ShardOf out = shardOf(s);
+    piece = shardOf(s);
     for (const ir::Node& n : g.nodes)
-      if (n.op == ir::Op::Update && n.name == s.path) out.placement = g.placement[static_cast<size_t>(n.id)];
-    return out;
+      if (n.op == ir::Op::Update && n.name == s.path) {
+        piece.placement = g.placement[static_cast<size_t>(n.id)];
+        return true;
+      }
+    return false;
   }
 
   // Per mesh axis: whether `s` is split over it (writer_ranks.h's terms).
