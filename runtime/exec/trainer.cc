@@ -526,7 +526,13 @@ class Trainer {
     st.global_batch = c_.batch * c_.world;
     st.world = c_.world;
     c.state_json = trainStateJson(st);
-    return checkpoints_.save(c, err_);
+    if (!checkpoints_.save(c, err_)) return false;
+    std::string why;
+    if (c_.after_checkpoint && !c_.after_checkpoint(step, why)) {
+      err_ += "after the checkpoint at step " + std::to_string(step) + ": " + why + "\n";
+      return false;
+    }
+    return true;
   }
 
   bool resume(int64_t& start) {

@@ -72,6 +72,11 @@ struct TrainConfig {
   // when none verifies), every other rank gets rank 0's in `name`. False
   // (with a message) when that cannot be done.
   std::function<bool(std::string& name, std::string& err)> agree_on_checkpoint;
+  // Every rank after a checkpoint (the folder writer once it has written it):
+  // the ranks meet, the writer given time to write beyond the collective
+  // timeout, so a long write never counts as a peer that did not arrive.
+  // False (with a message naming the ranks missing) stops the run.
+  std::function<bool(int64_t step, std::string& err)> after_checkpoint;
 };
 
 // Trains; progress and logs to `out`, errors to `err`. Returns the exit
