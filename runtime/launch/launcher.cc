@@ -132,7 +132,8 @@ class RecoveryWatch {
     done_ = true;
     const double secs = std::chrono::duration<double>(Clock::now() - failed_at_).count();
     const long long first = std::atoll(std::string(v.begin(), v.end()).c_str());
-    std::fprintf(stderr, "dtl: restart %d: recovered in %.2f s (resumed from step %lld)\n", restart_, secs, first - 1);
+    const std::string from = first > 1 ? "resumed from step " + std::to_string(first - 1) : "no checkpoint: started over";
+    std::fprintf(stderr, "dtl: restart %d: recovered in %.2f s (%s)\n", restart_, secs, from.c_str());
   }
 
  private:

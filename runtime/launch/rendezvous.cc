@@ -106,7 +106,7 @@ Status meetRanks(Store& store, const RankEnv& env, const std::string& key, const
   for (bool slow_ones : {false, true}) {
     std::vector<std::string> keys;
     for (int r = 0; r < env.world_size; ++r)
-      if ((r == slow) == slow_ones && r != env.rank) keys.push_back(prefix + std::to_string(r));
+      if ((slow < 0 || r == slow) == slow_ones && r != env.rank) keys.push_back(prefix + std::to_string(r));
     if (keys.empty()) continue;
     const milliseconds limit = slow_ones ? slow_timeout : timeout;
     Status s = store.wait(keys, limit);

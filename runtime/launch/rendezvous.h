@@ -56,7 +56,8 @@ Status checkFingerprints(Store& store, const RankEnv& env, const std::string& fi
 // it in errors, e.g. "the end of the checkpoint at step 12") and waits for
 // the others: up to `timeout` for each
 // rank but `slow`, which did long work of its own first (rank 0 writing a
-// checkpoint) and gets `slow_timeout`. The error names the ranks missing.
+// checkpoint) and gets `slow_timeout` (every rank does when `slow` is -1).
+// The error names the ranks missing.
 Status meetRanks(Store& store, const RankEnv& env, const std::string& key, const std::string& point, int slow,
                  std::chrono::milliseconds timeout, std::chrono::milliseconds slow_timeout);
 

@@ -374,12 +374,14 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
     return st.ok;
   };
   // Global rank 0 writes checkpoints (writer_ranks.h): the others wait for it
-  // here, up to the join timeout, rather than in the next step's collectives.
-  config.after_checkpoint = [raw, env, collective = std::chrono::milliseconds(std::chrono::seconds(f.collective_timeout))](
-                                int64_t step, std::string& why) {
-    rt::comm::Status st =
-        rt::launch::meetRanks(*raw, env, "checkpoint/" + std::to_string(step),
-                              "the end of the checkpoint at step " + std::to_string(step), 0, collective, env.join_timeout);
+  // here, up to the join timeout, rather than in the next step's collectives;
+  // after loading parameters (step 0) every rank gets the join timeout.
+  config.meet = [raw, env, collective = std::chrono::milliseconds(std::chrono::seconds(f.collective_timeout))](
+                    int64_t step, std::string& why) {
+    const std::string key = step > 0 ? "checkpoint/" + std::to_string(step) : "loaded";
+    const std::string point = step > 0 ? "the end of the checkpoint at step " + std::to_string(step)
+                                       : "the end of loading the parameters";
+    rt::comm::Status st = rt::launch::meetRanks(*raw, env, key, point, step > 0 ? 0 : -1, collective, env.join_timeout);
     if (!st.ok) why = st.message;
     return st.ok;
   };
