@@ -67,7 +67,7 @@ stopped_run() {
 # 1. Shared memory.
 stopped_run shm --backend shm
 want="step 4: all-reduce over \`dp\` (#1 in \`dtlc plan\`; rule: split batch over dp ($work/stuck.dtl:$rule_line:3)) failed: "
-if grep -qF "[rank 0] $want" shm.err && grep -q "timed out after 2 s: rank 1 did not arrive" shm.err; then
+if grep -qF "[rank 0] $want" shm.err && grep -q "timed out after 2 s: rank 1 did not arrive (rank 1.s process [0-9]* is stopped)" shm.err; then
   pass "shm: $(grep -m1 'rank 0] step 4' shm.err)"
 else
   fail "shm: no error naming the collective, its rule's line and rank 1: $(cat shm.err)"
