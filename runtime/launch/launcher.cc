@@ -4,9 +4,11 @@
 //     WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, DTL_JOB_TOKEN.
 //  3. Every 20 ms (or on output or a signal): relay output, forward caught
 //     signals, reap exited ranks. The first rank to fail makes the launcher
-//     SIGTERM the others, then SIGKILL them after the grace period.
+//     SIGTERM the others, then SIGKILL them after the grace period — a
+//     stopped rank (SIGSTOP) at once, as it ignores SIGTERM.
 //  4. Name the failed rank with its last step (step/<r> in the store); with
-//     restarts left, empty the store and go back to 2.
+//     restarts left, empty the store and go back to 2, and log how long the
+//     job took to recover (until rank 0 reports its first step).
 // Across nodes a NodeWatch (node_watch.h) joins step 3's poll: another node's
 // failure stops this node's ranks as a local one would, and this node's
 // failure is published for the others.
