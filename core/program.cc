@@ -60,6 +60,20 @@ std::string scheduleText(const Program& p, const Schedule& s, const char* name) 
 
 }  // namespace
 
+std::vector<int> collectiveNumbers(const Program& p) {
+  // A bucket starts after its start_after; a single collective after its
+  // input (as the plan lists them, whatever schedule point prefetching chose).
+  auto start = [&](const Group& g) { return g.bucket >= 0 ? g.start_after : p[g.members[0]].inputs[0]; };
+  std::vector<int> order(p.groups.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return start(p.groups[static_cast<size_t>(a)]) < start(p.groups[static_cast<size_t>(b)]);
+  });
+  std::vector<int> number(p.groups.size());
+  for (size_t k = 0; k < order.size(); ++k) number[static_cast<size_t>(order[k])] = static_cast<int>(k) + 1;
+  return number;
+}
+
 int64_t flatBlock(const Shape& local, const std::string& flat, int64_t ranks) {
   const Shape v = layout::flatView(local, flat);
   if (!v.has(flat)) return 0;

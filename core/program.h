@@ -108,6 +108,12 @@ struct Program {
   int64_t groupBytes() const;  // the buffers groups hold for the whole run; saturates at INT64_MAX
 };
 
+// The number `dtlc plan` gives each group, by group id: 1, 2, … in the order
+// the collectives start (the value that starts them; a bucket before a single
+// collective at the same point). Errors about a collective name it by this
+// number, so it can be found in the plan.
+std::vector<int> collectiveNumbers(const Program& p);
+
 // ZeRO's flat pieces on the wire: a value of local shape `local` cut along
 // flat dim `flat` over `ranks` travels as blocks of `outer` rows (its kept,
 // stacked dims) of the largest piece each — every rank's block padded to

@@ -47,6 +47,7 @@ std::vector<Collective> collectives(const ir::Graph& g, const prog::Program& p, 
     if ((n.op == ir::Op::AllReduce || n.op == ir::Op::ReduceScatter) && update_of.count(n.id))
       grad_of[n.inputs[0]] = update_of[n.id];
   std::vector<Collective> out;
+  std::vector<int> single_of;  // per collective of `out`: its node, or -1 for a bucket
   std::vector<bool> in_bucket(g.nodes.size(), false);
   for (const ir::Bucket& b : g.buckets) {
     Collective c;
@@ -67,6 +68,7 @@ std::vector<Collective> collectives(const ir::Graph& g, const prog::Program& p, 
       c.why = "parameter gradients are partial sums over `" + b.axis + "`; " + g.nodes[static_cast<size_t>(m)].fn;
     }
     out.push_back(std::move(c));
+    single_of.push_back(-1);
   }
   for (const ir::Node& n : g.nodes) {
     if (!ir::isConversion(n.op) || n.op == ir::Op::LocalSlice || in_bucket[static_cast<size_t>(n.id)]) continue;
@@ -85,8 +87,15 @@ std::vector<Collective> collectives(const ir::Graph& g, const prog::Program& p, 
     c.per_step = g.nodes[static_cast<size_t>(n.inputs[0])].op == ir::Op::Update;
     c.tensors.push_back("%" + std::to_string(n.inputs[0]));
     out.push_back(std::move(c));
+    single_of.push_back(n.id);
   }
-  std::stable_sort(out.begin(), out.end(), [](const Collective& a, const Collective& b) { return a.start < b.start; });
+  // Numbered as the program's groups are, which the runtime's errors use.
+  const std::vector<int> numbers = prog::collectiveNumbers(p);
+  for (Collective& c : out)
+    for (const prog::Group& grp : p.groups)
+      if (c.bucket >= 0 ? grp.bucket == c.bucket : grp.bucket < 0 && grp.members[0] == single_of[&c - out.data()])
+        c.number = numbers[static_cast<size_t>(grp.id)];
+  std::stable_sort(out.begin(), out.end(), [](const Collective& a, const Collective& b) { return a.number < b.number; });
   return out;
 }
 
@@ -177,7 +186,7 @@ std::string planText(const ir::Graph& g, const layout::Layout& l, const prog::Pr
     int64_t n = axisSize(l, c.axis);
     total += sent(c, n) * static_cast<double>(c.per_step ? 1 : k);
     if (!c.per_step) per_micro += sent(c, n);
-    out += "  " + c.op + (c.max ? " (max)" : "") + " over " + c.axis + ", " + c.dtype + ", " + sema::humanBytes(c.bytes);
+    out += "  #" + std::to_string(c.number) + " " + c.op + (c.max ? " (max)" : "") + " over " + c.axis + ", " + c.dtype + ", " + sema::humanBytes(c.bytes);
     if (c.bucket >= 0) out += ", bucket " + std::to_string(c.bucket) + " (" + std::to_string(c.tensors.size()) + std::string(c.tensors.size() == 1 ? " tensor)" : " tensors)");
     if (k > 1) out += c.per_step ? ", once per step" : ", every micro-batch";
     out += "\n    starts after " + (c.bucket >= 0 && c.per_step && k > 1
@@ -218,6 +227,7 @@ std::string planJson(const ir::Graph& g, const layout::Layout& l, const prog::Pr
     if (!c.per_step) per_micro += sent(c, axisSize(l, c.axis));
     total += sent(c, axisSize(l, c.axis)) * static_cast<double>(times);
     w.beginObject();
+    w.key("number").value(static_cast<int64_t>(c.number));
     w.key("op").value(c.op).key("axis").value(c.axis).key("dtype").value(c.dtype).key("bytes").value(c.bytes);
     w.key("times_per_step").value(times);
     if (c.max) w.key("reduce").value("max");

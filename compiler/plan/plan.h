@@ -48,9 +48,11 @@ struct Collective {
   bool per_step = false;
   std::vector<std::string> tensors;
   int start = 0;
+  int number = 0;  // its place in the list, from 1 (prog::collectiveNumbers: what errors name it by)
 };
 
-// In the order they start; `zero` is the spec's `parallel.zero`.
+// In the order they start (numbered by prog::collectiveNumbers); `zero` is
+// the spec's `parallel.zero`.
 std::vector<Collective> collectives(const ir::Graph& g, const prog::Program& p, int64_t zero);
 // Bytes one rank sends for one run of `c` on an axis of `ranks` (ring:
 // all-reduce 2(n−1)/n of its bytes, all-gather and reduce-scatter (n−1)/n

@@ -50,8 +50,14 @@ struct GroupOptions {
   std::shared_ptr<Store> store;
   std::string prefix;  // keys of this group in the store, e.g. "dp/0/"
   int rank = 0, size = 1;
+  // How long an operation waits for the other ranks (`dtlc run
+  // --collective-timeout`); the error then names the ranks that did not arrive.
   std::chrono::milliseconds timeout{300000};
   std::string host = "127.0.0.1";  // this rank's address for TCP transports
+  // How long setting the group up waits for the other ranks to join it
+  // (the job's join timeout); 0: `timeout`.
+  std::chrono::milliseconds join_timeout{0};
+  std::chrono::milliseconds joinTimeout() const { return join_timeout.count() > 0 ? join_timeout : timeout; }
 };
 
 // Both backends: collectives run in issue order on a worker thread per

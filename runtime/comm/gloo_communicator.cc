@@ -278,14 +278,15 @@ std::unique_ptr<Communicator> makeGlooCommunicator(const GroupOptions& o, Status
   if (sigaction(SIGPIPE, nullptr, &pipe) == 0 && pipe.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
   try {
     auto ctx = std::make_shared<gloo::rendezvous::Context>(o.rank, o.size);
-    ctx->setTimeout(o.timeout);
+    ctx->setTimeout(o.joinTimeout());  // connecting; the operations then wait o.timeout
     if (o.size > 1) {
       gloo::transport::tcp::attr attr;
       attr.hostname = o.host;
       auto dev = gloo::transport::tcp::CreateDevice(attr);
-      GlooStoreAdapter store(o.store, o.prefix + "gloo/", o.timeout);
+      GlooStoreAdapter store(o.store, o.prefix + "gloo/", o.joinTimeout());
       ctx->connectFullMesh(store, dev);
     }
+    ctx->setTimeout(o.timeout);
     return std::make_unique<GlooCommunicator>(o, std::move(ctx));
   } catch (const std::exception& e) {
     status = Status::error(std::string("gloo: ") + e.what());

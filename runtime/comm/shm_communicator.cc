@@ -300,10 +300,10 @@ std::unique_ptr<Communicator> makeShmCommunicator(const GroupOptions& o, const S
     if (status.ok) status = o.store->set(key, std::vector<uint8_t>(name.begin(), name.end()));
   } else {
     std::vector<uint8_t> v;
-    status = o.store->get(key, v, o.timeout);
+    status = o.store->get(key, v, o.joinTimeout());
     if (!status.ok)
       status = Status::error("shared memory: rank 0 did not publish the segment of group '" + o.prefix +
-                             "' within " + timeoutText(o.timeout));
+                             "' within " + timeoutText(o.joinTimeout()));
     else
       status = ShmSegment::open(name.assign(v.begin(), v.end()), o.size, seg);
   }
@@ -314,7 +314,7 @@ std::unique_ptr<Communicator> makeShmCommunicator(const GroupOptions& o, const S
   std::vector<std::string> mapped;
   for (int r = 0; r < o.size; ++r) mapped.push_back(o.prefix + "shm/mapped/" + std::to_string(r));
   status = o.store->set(mapped[o.rank], {1});
-  if (status.ok && !o.store->wait(mapped, o.timeout).ok) {
+  if (status.ok && !o.store->wait(mapped, o.joinTimeout()).ok) {
     std::string missing;
     for (int r = 0; r < o.size; ++r) {
       std::vector<uint8_t> v;
@@ -322,7 +322,7 @@ std::unique_ptr<Communicator> makeShmCommunicator(const GroupOptions& o, const S
         missing += (missing.empty() ? "" : ", ") + std::to_string(r);
     }
     status = Status::error("shared memory: " + std::string(missing.find(',') == std::string::npos ? "rank " : "ranks ") +
-                           missing + " did not join group '" + o.prefix + "' within " + timeoutText(o.timeout));
+                           missing + " did not join group '" + o.prefix + "' within " + timeoutText(o.joinTimeout()));
   }
   if (o.rank == 0) ShmSegment::unlink(name);
   if (!status.ok) return nullptr;

@@ -68,6 +68,8 @@ class ShmGroup {
   void wakeSelf();
   // Pid of rank r if its process no longer exists, else 0.
   int exitedPid(int r) const;
+  // Pid of rank r if its process is stopped (SIGSTOP, a debugger), else 0.
+  int stoppedPid(int r) const;
 
  private:
   size_t sliceStart(size_t k, int j) const;

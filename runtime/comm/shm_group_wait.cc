@@ -128,18 +128,34 @@ void ShmGroup::wakeSelf() {
   ringBell(c);
 }
 
+namespace {
+
+// The state letter of /proc/PID/stat (R, S, D, T, t, Z, X, …), or 0.
+char processState(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() ? line[paren + 2] : 0;
+}
+
+}  // namespace
+
 // Gone, or a zombie its parent has not reaped yet.
 int ShmGroup::exitedPid(int r) const {
   int pid = ctl(r).pid.load();
   if (pid <= 0 || pid == getpid()) return 0;
   if (kill(pid, 0) != 0) return errno == ESRCH ? pid : 0;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  size_t paren = line.rfind(')');
-  if (paren != std::string::npos && paren + 2 < line.size() && (line[paren + 2] == 'Z' || line[paren + 2] == 'X'))
-    return pid;
-  return 0;
+  char state = processState(pid);
+  return state == 'Z' || state == 'X' ? pid : 0;
+}
+
+// Stopped by a signal (SIGSTOP, SIGTSTP) or a debugger.
+int ShmGroup::stoppedPid(int r) const {
+  int pid = ctl(r).pid.load();
+  if (pid <= 0 || pid == getpid()) return 0;
+  char state = processState(pid);
+  return state == 'T' || state == 't' ? pid : 0;
 }
 
 Status ShmGroup::barrier(const char* op) {
@@ -167,9 +183,14 @@ Status ShmGroup::barrier(const char* op) {
     std::string what = "shared-memory " + std::string(op) + " on rank " + std::to_string(rank_);
     if (!exited.empty()) return Status::error(what + " failed: " + exited + " exited");
     if (stopping_()) return Status::error(what + " was interrupted: the communicator was destroyed");
-    if (Clock::now() >= deadline)
+    if (Clock::now() >= deadline) {
+      std::string stopped;  // why they did not, when this machine can tell
+      for (int r : missing)
+        if (int pid = stoppedPid(r))
+          stopped += (stopped.empty() ? "" : ", ") + ("rank " + std::to_string(r) + "'s process " + std::to_string(pid));
       return Status::error(what + " timed out after " + timeoutText(timeout_) + ": " + rankList(missing) +
-                           " did not arrive");
+                           " did not arrive" + (stopped.empty() ? "" : " (" + stopped + " is stopped)"));
+    }
   }
 }
 

@@ -115,7 +115,7 @@ class SerialWorker {
 // "300 ms", "12 s": durations in messages a person reads.
 inline std::string timeoutText(std::chrono::milliseconds d) {
   auto ms = d.count();
-  if (ms < 10000) return std::to_string(ms) + " ms";
+  if (ms < 10000 && ms % 1000 != 0) return std::to_string(ms) + " ms";
   return std::to_string(ms / 1000) + " s";
 }
 

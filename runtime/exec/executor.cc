@@ -32,6 +32,8 @@ Executor::Executor(const prog::Program& p, Backend& backend) : program_(p), back
   }
   flat_.resize(p.groups.size());
   work_.resize(p.groups.size());
+  started_at_.assign(p.groups.size(), 0);
+  numbers_ = prog::collectiveNumbers(p);
   for (const prog::Group& g : p.groups) {
     if (g.transient) continue;
     flat_[static_cast<size_t>(g.id)].resize(static_cast<size_t>(g.elements));
@@ -113,6 +115,7 @@ KernelStatus Executor::run(bool with_backward, const RunContext& ctx) {
       --runs_left;
     } else if (in.kind == prog::Instr::Start) {
       status = start(s, in.id, last_run, runs_left, ctx);
+      started_at_[static_cast<size_t>(in.id)] = ++starts_;
     } else {
       status = wait(in.id);
     }
@@ -191,6 +194,7 @@ KernelStatus Executor::update(const optim::Optimizer& opt, int64_t step, double 
       if (status.ok && n.op == ir::Op::Update) status = runUpdate(n, opt, step, lr);
     } else if (in.kind == prog::Instr::Start) {
       status = start(s, in.id, -1, 0, ctx);
+      started_at_[static_cast<size_t>(in.id)] = ++starts_;
     } else {
       status = wait(in.id);
     }

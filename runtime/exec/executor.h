@@ -90,6 +90,7 @@ class Executor {
   void unpackScattered(int group);
   KernelStatus runUpdate(const ir::Node& n, const optim::Optimizer& opt, int64_t step, double lr);
   KernelStatus wait(int group);
+  std::string describeCollective(int group) const;
   void placeGathered(int group);
   void largestOf(int group);
   KernelStatus reduceScatter(int group, const TensorView& in, TensorView& out, comm::Communicator* comm);
@@ -122,6 +123,9 @@ class Executor {
   std::map<std::string, int> grad_node_;
   std::map<std::string, comm::Communicator*> comms_;
   std::vector<std::unique_ptr<comm::Work>> work_;  // per group, while in flight
+  std::vector<uint64_t> started_at_;               // per group: when it last started (a count of starts)
+  uint64_t starts_ = 0;
+  std::vector<int> numbers_;                       // per group: its number in `dtlc plan`
   std::vector<BucketEvent> bucket_events_;
   int64_t held_bytes_ = 0;
   double wait_seconds_ = 0, gather_wait_seconds_ = 0;

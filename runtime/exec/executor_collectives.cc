@@ -376,13 +376,42 @@ KernelStatus Executor::wait(int group) {
     }
     return {};
   }
+  // The communicator ran its operations in issue order and failed every one
+  // after the first failure ("an earlier operation failed"): name the first.
+  int culprit = group;
+  std::vector<int> earlier;
+  for (size_t k = 0; k < work_.size(); ++k)
+    if (work_[k] && started_at_[k] < started_at_[static_cast<size_t>(group)] &&
+        program_.groups[k].axis == g.axis)
+      earlier.push_back(static_cast<int>(k));
+  std::sort(earlier.begin(), earlier.end(),
+            [&](int a, int b) { return started_at_[static_cast<size_t>(a)] < started_at_[static_cast<size_t>(b)]; });
+  for (int k : earlier) {
+    comm::Status e = work_[static_cast<size_t>(k)]->wait();
+    work_[static_cast<size_t>(k)].reset();
+    if (!e.ok) {
+      culprit = k;
+      s = e;
+      break;
+    }
+  }
+  return {false, describeCollective(culprit) + " failed: " + s.message};
+}
+
+// "all-reduce of bucket 0 over `dp` (#3 in `dtlc plan`; rule: split batch
+// over dp (spec.dtl:22:3))": what a failed collective's error names.
+std::string Executor::describeCollective(int group) const {
+  const prog::Group& g = program_.groups[static_cast<size_t>(group)];
   const ir::Node& n = program_[g.members[0]];
-  std::string what = g.bucket >= 0 ? "all-reduce of bucket " + std::to_string(g.bucket)
+  std::string what = g.bucket >= 0 ? std::string(g.op == ir::Op::ReduceScatter ? "reduce-scatter" : "all-reduce") +
+                                         " of bucket " + std::to_string(g.bucket)
                                    : std::string(n.op == ir::Op::AllReduce       ? "all-reduce"
                                                  : n.op == ir::Op::ReduceScatter ? "reduce-scatter"
                                                  : n.op == ir::Op::AllToAll      ? "all-to-all"
                                                                                  : "all-gather");
-  return {false, what + " over `" + g.axis + "`: " + s.message};
+  what += " over `" + g.axis + "` (#" + std::to_string(numbers_[static_cast<size_t>(group)]) + " in `dtlc plan`";
+  if (!n.where.empty()) what += "; rule: " + n.where;
+  return what + ")";
 }
 
 }  // namespace dtl::rt

@@ -131,6 +131,9 @@ class Trainer {
     int64_t start = 0;
     if (!c_.resume_dir.empty() && !resume(start)) return 1;
     total_ -= shift_;
+    // Loading a checkpoint takes each rank its own time; the parameters'
+    // hash below gathers the pieces of sharded ones.
+    if ((!c_.init_file.empty() || !c_.resume_dir.empty()) && !meet(0)) return 1;
     if (c_.confirm_params) {
       std::string why, hash;
       if (!paramsHash(hash)) return 1;
@@ -526,7 +529,15 @@ class Trainer {
     st.global_batch = c_.batch * c_.world;
     st.world = c_.world;
     c.state_json = trainStateJson(st);
-    return checkpoints_.save(c, err_);
+    if (!checkpoints_.save(c, err_)) return false;
+    return meet(step);
+  }
+
+  bool meet(int64_t step) {
+    std::string why;
+    if (!c_.meet || c_.meet(step, why)) return true;
+    err_ += why + "\n";
+    return false;
   }
 
   bool resume(int64_t& start) {

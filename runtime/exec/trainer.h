@@ -72,6 +72,12 @@ struct TrainConfig {
   // when none verifies), every other rank gets rank 0's in `name`. False
   // (with a message) when that cannot be done.
   std::function<bool(std::string& name, std::string& err)> agree_on_checkpoint;
+  // The ranks meet where they may have been apart for long on work of their
+  // own, so that it never counts against the collective timeout: after a
+  // checkpoint (`step`; only the folder writer is excused: it wrote it) and,
+  // with step 0, after loading the parameters (every rank is excused). False
+  // (with a message naming the ranks missing) stops the run.
+  std::function<bool(int64_t step, std::string& err)> meet;
 };
 
 // Trains; progress and logs to `out`, errors to `err`. Returns the exit

@@ -4,9 +4,11 @@
 //     WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, DTL_JOB_TOKEN.
 //  3. Every 20 ms (or on output or a signal): relay output, forward caught
 //     signals, reap exited ranks. The first rank to fail makes the launcher
-//     SIGTERM the others, then SIGKILL them after the grace period.
+//     SIGTERM the others, then SIGKILL them after the grace period — a
+//     stopped rank (SIGSTOP) at once, as it ignores SIGTERM.
 //  4. Name the failed rank with its last step (step/<r> in the store); with
-//     restarts left, empty the store and go back to 2.
+//     restarts left, empty the store and go back to 2, and log how long the
+//     job took to recover (until rank 0 reports its first step).
 // Across nodes a NodeWatch (node_watch.h) joins step 3's poll: another node's
 // failure stops this node's ranks as a local one would, and this node's
 // failure is published for the others.
@@ -106,6 +108,43 @@ std::string describeFailure(const Plan& p, const Child& c) {
   return s;
 }
 
+// "; rank 1 (pid 4242) was stopped by SIGSTOP, so it was killed with SIGKILL"
+std::string describeStoppedKills(const std::vector<Child>& children) {
+  std::string s;
+  for (const Child& c : children)
+    if (c.killed_stopped)
+      s += "; rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") was stopped by " +
+           signalName(c.stopped_by) + " (a stopped process ignores SIGTERM), so it was killed with SIGKILL";
+  return s;
+}
+
+// After a restart: when rank 0 finishes its first step, how long recovery
+// took since the failure and the step it resumed from (its first step - 1).
+class RecoveryWatch {
+ public:
+  RecoveryWatch(const Plan& p, int restart, Clock::time_point failed_at) : restart_(restart), failed_at_(failed_at) {
+    comm::Status s;
+    store_ = comm::connectTcpStore(p.host, p.port, p.token, kStepLookupTimeout, s);
+    if (!s.ok) store_.reset();
+  }
+  void poll() {
+    if (!store_ || done_) return;
+    std::vector<uint8_t> v;
+    if (!store_->get(firstStepKey(0), v, std::chrono::milliseconds(0)).ok) return;
+    done_ = true;
+    const double secs = std::chrono::duration<double>(Clock::now() - failed_at_).count();
+    const long long first = std::atoll(std::string(v.begin(), v.end()).c_str());
+    const std::string from = first > 1 ? "resumed from step " + std::to_string(first - 1) : "no checkpoint: started over";
+    std::fprintf(stderr, "dtl: restart %d: recovered in %.2f s (%s)\n", restart_, secs, from.c_str());
+  }
+
+ private:
+  std::shared_ptr<comm::Store> store_;
+  int restart_;
+  Clock::time_point failed_at_;
+  bool done_ = false;
+};
+
 int exitCode(int wait_status) {
   if (WIFEXITED(wait_status)) return std::clamp(WEXITSTATUS(wait_status), 1, 255);
   if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
@@ -130,7 +169,9 @@ std::vector<std::string> rankEnvironment(const Plan& p, const Child& c, int rest
   return childEnvironment(vars);
 }
 
-Outcome runGeneration(const Plan& p, int restart, SignalCatcher& signals, NodeWatch* watch) {
+// `failed_at`: when a rank's failure was seen.
+Outcome runGeneration(const Plan& p, int restart, SignalCatcher& signals, NodeWatch* watch, RecoveryWatch* recovery,
+                      Clock::time_point& failed_at) {
   std::vector<Child> children(p.nproc);
   auto signalAll = [&](int sig) {
     for (Child& c : children)
@@ -200,18 +241,32 @@ Outcome runGeneration(const Plan& p, int restart, SignalCatcher& signals, NodeWa
       Child& c = children[i];
       if (c.exited) continue;
       int st = 0;
-      pid_t r = ::waitpid(c.pid, &st, WNOHANG);
+      pid_t r = ::waitpid(c.pid, &st, WNOHANG | WUNTRACED | WCONTINUED);
       if (r != c.pid) continue;
+      if (WIFSTOPPED(st) || WIFCONTINUED(st)) {
+        c.stopped_by = WIFSTOPPED(st) ? WSTOPSIG(st) : 0;
+        continue;
+      }
       c.exited = true;
       c.wait_status = st;
       bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
       if (!ok && !stopping) {
         failed = i;
+        failed_at = Clock::now();
         stopping = true;
         signalAll(SIGTERM);
         kill_at = Clock::now() + p.stop_grace;
       }
     }
+    // A stopped rank would wait out the grace period (and a second
+    // interrupt): it acts on no signal but SIGKILL.
+    if (stopping)
+      for (Child& c : children)
+        if (!c.exited && c.stopped_by != 0 && !c.killed_stopped) {
+          ::kill(-c.pid, SIGKILL);
+          c.killed_stopped = true;
+        }
+    if (recovery) recovery->poll();
     Clock::time_point now = Clock::now();
     if (drain_until == Clock::time_point::max() &&
         std::all_of(children.begin(), children.end(), [](const Child& c) { return c.exited; }))
@@ -226,10 +281,12 @@ Outcome runGeneration(const Plan& p, int restart, SignalCatcher& signals, NodeWa
       if (*fd >= 0) ::close(*fd), *fd = -1;
 
   if (interrupted_by != 0)
-    return {128 + interrupted_by, "interrupted by " + signalName(interrupted_by) + "; every rank was stopped", false};
+    return {128 + interrupted_by,
+            "interrupted by " + signalName(interrupted_by) + "; every rank was stopped" + describeStoppedKills(children),
+            false};
   if (failed) {
     const Child& c = children[*failed];
-    return {exitCode(c.wait_status), describeFailure(p, c), true};
+    return {exitCode(c.wait_status), describeFailure(p, c) + describeStoppedKills(children), true};
   }
   if (!elsewhere.empty()) return {1, elsewhere + "; so node " + std::to_string(p.node_rank) + "'s ranks were stopped too", false};
   return {};
@@ -369,8 +426,10 @@ int launch(const LaunchOptions& o, std::string& err) {
     watch = std::make_unique<NodeWatch>(p.host, p.port, p.token, p.node_rank, p.nnodes);
     if (!watch->start(err)) return 1;
   }
+  std::unique_ptr<RecoveryWatch> recovery;
   for (int attempt = 0;; ++attempt) {
-    Outcome out = runGeneration(p, attempt, signals, watch.get());
+    Clock::time_point failed_at;
+    Outcome out = runGeneration(p, attempt, signals, watch.get(), recovery.get(), failed_at);
     if (watch) out = finishNode(p, *watch, signals, out);
     if (out.code == 0) return 0;
     if (!out.retryable || attempt >= o.max_restarts) {
@@ -380,6 +439,7 @@ int launch(const LaunchOptions& o, std::string& err) {
     std::fprintf(stderr, "dtl: %s; restarting every rank (restart %d of %d)\n", out.message.c_str(), attempt + 1,
                  o.max_restarts);
     server->reset();
+    recovery = std::make_unique<RecoveryWatch>(p, attempt + 1, failed_at);
   }
 }
 

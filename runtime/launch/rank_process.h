@@ -38,6 +38,10 @@ struct Child {
   pid_t pid = -1;  // also its process group id
   bool exited = false;
   int wait_status = 0;
+  // Stopped (SIGSTOP, SIGTSTP, …): it ignores SIGTERM until continued, so a
+  // launcher stopping the job kills it with SIGKILL at once.
+  int stopped_by = 0;  // the signal that stopped it, 0 while it runs
+  bool killed_stopped = false;
   // Read ends of its stdout/stderr pipes when its output is relayed, else -1.
   int out_fd = -1, err_fd = -1;
   std::string out_partial, err_partial;  // an unfinished last line

@@ -91,7 +91,33 @@ std::string storeBindHost(const std::string& master_addr) {
 
 std::string stepKey(int rank) { return "step/" + std::to_string(rank); }
 
-Status reportStep(Store& store, int rank, int64_t step) { return store.set(stepKey(rank), bytes(std::to_string(step))); }
+std::string firstStepKey(int rank) { return "first_step/" + std::to_string(rank); }
+
+Status reportStep(Store& store, int rank, int64_t step, bool first) {
+  if (first)
+    if (Status s = store.set(firstStepKey(rank), bytes(std::to_string(step))); !s.ok) return s;
+  return store.set(stepKey(rank), bytes(std::to_string(step)));
+}
+
+Status meetRanks(Store& store, const RankEnv& env, const std::string& key, const std::string& point, int slow,
+                 milliseconds timeout, milliseconds slow_timeout) {
+  const std::string prefix = "meet/" + key + "/";
+  if (Status s = store.set(prefix + std::to_string(env.rank), bytes("1")); !s.ok) return s;
+  for (bool slow_ones : {false, true}) {
+    std::vector<std::string> keys;
+    for (int r = 0; r < env.world_size; ++r)
+      if ((slow < 0 || r == slow) == slow_ones && r != env.rank) keys.push_back(prefix + std::to_string(r));
+    if (keys.empty()) continue;
+    const milliseconds limit = slow_ones ? slow_timeout : timeout;
+    Status s = store.wait(keys, limit);
+    if (s.ok) continue;
+    if (!isTimeout(s)) return s;
+    std::vector<int> missing;
+    if (Status probe = missingRanks(store, prefix, env.world_size, missing); !probe.ok) return probe;
+    return Status::error(rankList(missing) + " did not reach " + point + " within " + comm::formatDuration(limit));
+  }
+  return {};
+}
 
 Status joinJob(const RankEnv& env, milliseconds timeout, std::shared_ptr<Store>& store) {
   Clock::time_point deadline = Clock::now() + timeout;

@@ -52,12 +52,25 @@ Status checkAgreement(Store& store, const RankEnv& env, const Agreement& what, c
 Status checkFingerprints(Store& store, const RankEnv& env, const std::string& fingerprint,
                          std::chrono::milliseconds timeout);
 
+// Every rank arrives at `point` (meet/<key>/<rank> in the store; `point` names
+// it in errors, e.g. "the end of the checkpoint at step 12") and waits for
+// the others: up to `timeout` for each
+// rank but `slow`, which did long work of its own first (rank 0 writing a
+// checkpoint) and gets `slow_timeout` (every rank does when `slow` is -1).
+// The error names the ranks missing.
+Status meetRanks(Store& store, const RankEnv& env, const std::string& key, const std::string& point, int slow,
+                 std::chrono::milliseconds timeout, std::chrono::milliseconds slow_timeout);
+
 // Where the store listens for a job whose ranks reach it at `master_addr`: a
 // loopback address stays private to this node; any other means every interface.
 std::string storeBindHost(const std::string& master_addr);
 
 // "step/<rank>": the last optimiser step a rank finished, as decimal text.
 std::string stepKey(int rank);
-Status reportStep(Store& store, int rank, int64_t step);
+// "first_step/<rank>": the first step a rank finished in this generation of
+// ranks (a restarted one resumed from the step before it).
+std::string firstStepKey(int rank);
+// `first`: the first step this process finished (also firstStepKey).
+Status reportStep(Store& store, int rank, int64_t step, bool first = false);
 
 }  // namespace dtl::rt::launch

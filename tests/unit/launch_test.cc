@@ -294,6 +294,39 @@ TEST(Rendezvous, EveryWorldSizeJoinsAndAgrees) {
   }
 }
 
+// After a checkpoint the ranks meet: rank 0 (the writer) is waited for up
+// to the long timeout, any other rank only up to the short (collective) one,
+// and the error names who did not come. With slow = -1 every rank gets the
+// long one.
+TEST(Rendezvous, MeetingExcusesOnlyTheSlowRank) {
+  Status s;
+  auto server = comm::TcpStoreServer::start("127.0.0.1", 0, kToken, s);
+  ASSERT_TRUE(s.ok) << s.message;
+  auto store = comm::connectTcpStore("127.0.0.1", server->port(), kToken, milliseconds(1000), s);
+  ASSERT_TRUE(s.ok) << s.message;
+  const milliseconds shortWait(300), longWait(5000);
+  auto meet = [&](int r, const std::string& key, int slow) {
+    return meetRanks(*store, rankOf(r, 3, 0), key, "the end of the checkpoint at step 1", slow, shortWait, longWait);
+  };
+  auto results = onThreads({0, 1, 2}, [&](int r) {
+    if (r == 0) std::this_thread::sleep_for(milliseconds(800));  // longer than the short wait: writing
+    return meet(r, "a", 0);
+  });
+  for (const Status& r : results) EXPECT_TRUE(r.ok) << r.message;
+
+  const auto start = std::chrono::steady_clock::now();
+  results = onThreads({0, 1}, [&](int r) { return meet(r, "b", 0); });  // rank 2 never comes
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(3000));
+  for (const Status& r : results)
+    EXPECT_EQ(r.message, "rank 2 did not reach the end of the checkpoint at step 1 within 0.3 s");
+
+  results = onThreads({0, 1, 2}, [&](int r) {
+    if (r == 2) std::this_thread::sleep_for(milliseconds(800));
+    return meet(r, "c", -1);
+  });
+  for (const Status& r : results) EXPECT_TRUE(r.ok) << r.message;
+}
+
 TEST(Rendezvous, RankZeroHostsTheStoreWhenNoLauncherDoes) {
   int port = freePort();
   std::vector<std::shared_ptr<Store>> stores(3);

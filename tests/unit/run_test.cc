@@ -417,6 +417,8 @@ TEST_F(Run, UsageErrors) {
   EXPECT_EQ(err, "dtlc run: --node-rank expects this node's number, from 0, got '-1'\n");
   EXPECT_EQ(run({"x.dtl", "--nnodes", "0"}, &err), 2);
   EXPECT_EQ(run({"x.dtl", "--max-restarts", "x"}, &err), 2);
+  EXPECT_EQ(run({"x.dtl", "--collective-timeout", "0"}, &err), 2);
+  EXPECT_EQ(err, "dtlc run: --collective-timeout expects a positive number of seconds, got '0'\n");
 }
 
 }  // namespace

@@ -132,6 +132,20 @@ TEST(Zero, PlanBytesFollowTheFormulas) {
   EXPECT_LE(three, 1.5 * dp);
 }
 
+// `dtlc plan` numbers its collectives 1, 2, … in the order it lists them,
+// from the program's groups (prog::collectiveNumbers, which a failed
+// collective's error names): every listed collective is a group, even where
+// ZeRO-3's prefetch starts gathers earlier than their inputs.
+TEST(Zero, PlanNumbersEveryCollectiveInListOrder) {
+  for (const char* parallel : {"mesh dp = 2; split batch over dp", "mesh dp = 2; split batch over dp; zero = 1",
+                               "mesh dp = 2; split batch over dp; zero = 3",
+                               "mesh dp = 2; split batch over dp; zero = 3; prefetch = 2"}) {
+    const std::vector<plan::Collective> cs = planOf(parallel, 2, 2, 2).collectives;
+    ASSERT_GE(cs.size(), 2u) << parallel;
+    for (size_t i = 0; i < cs.size(); ++i) EXPECT_EQ(cs[i].number, static_cast<int>(i) + 1) << parallel;
+  }
+}
+
 // With accumulation ZeRO-1 reduces once per step, ZeRO-2 and 3 every micro-batch.
 TEST(Zero, AccumulationScattersOncePerStepOnlyAtLevelOne) {
   for (int zero : {1, 2, 3}) {

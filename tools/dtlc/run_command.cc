@@ -19,6 +19,7 @@
 #include "core/graph.h"
 #include "core/hash.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/exec/fault_hook.h"
 #include "runtime/exec/trainer.h"
 #include "runtime/launch/bind_address.h"
 #include "runtime/launch/launcher.h"
@@ -61,7 +62,11 @@ const char* const kRunHelp =
     "                       otherwise (auto, the default)\n"
     "  --max-restarts N     start every rank again up to N times after a failure\n"
     "                       (one node; ranks resume from the checkpoint folder)\n"
-    "  --join-timeout S     seconds a rank waits for the others (default 300)\n"
+    "  --join-timeout S     seconds a rank waits for the others to join (default 300)\n"
+    "  --collective-timeout S\n"
+    "                       seconds a collective waits for the other ranks before\n"
+    "                       the job stops, naming the collective and the ranks\n"
+    "                       that did not arrive (default 300)\n"
     "  --ignore-memory-check\n"
     "                       start even when the plan's memory per rank × the ranks\n"
     "                       on this machine exceeds the memory it has available\n"
@@ -325,7 +330,8 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
     g.prefix = axis.name + "/" + std::to_string(group) + "/";
     g.rank = static_cast<int>(coord);
     g.size = static_cast<int>(axis.size);
-    g.timeout = timeout;
+    g.timeout = std::chrono::seconds(f.collective_timeout);
+    g.join_timeout = timeout;
     bool one_machine = env.local_world_size == env.world_size;
     if (f.backend == "shm" && !one_machine) {
       failure = "--backend shm needs every rank on one machine; this job has " + std::to_string(env.world_size) +
@@ -358,9 +364,24 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
   config.threads = whole_machine ? std::max(1, cpus / std::max(1, env.local_world_size)) : cpus;
   rt::comm::Store* raw = store.get();
   int rank = env.rank;
-  config.on_step = [raw, rank](int64_t step) { rt::launch::reportStep(*raw, rank, step); };
+  config.on_step = [raw, rank, first = true](int64_t step) mutable {
+    rt::launch::reportStep(*raw, rank, step, first);
+    first = false;
+  };
   config.confirm_params = [raw, env](const std::string& hash, std::string& why) {
     rt::comm::Status st = rt::launch::checkAgreement(*raw, env, rt::launch::kSameParameters, hash, env.join_timeout);
+    if (!st.ok) why = st.message;
+    return st.ok;
+  };
+  // Global rank 0 writes checkpoints (writer_ranks.h): the others wait for it
+  // here, up to the join timeout, rather than in the next step's collectives;
+  // after loading parameters (step 0) every rank gets the join timeout.
+  config.meet = [raw, env, collective = std::chrono::milliseconds(std::chrono::seconds(f.collective_timeout))](
+                    int64_t step, std::string& why) {
+    const std::string key = step > 0 ? "checkpoint/" + std::to_string(step) : "loaded";
+    const std::string point = step > 0 ? "the end of the checkpoint at step " + std::to_string(step)
+                                       : "the end of loading the parameters";
+    rt::comm::Status st = rt::launch::meetRanks(*raw, env, key, point, step > 0 ? 0 : -1, collective, env.join_timeout);
     if (!st.ok) why = st.message;
     return st.ok;
   };
@@ -449,6 +470,16 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
       return 1;
     }
   }
+  rt::FaultHook faults;  // tests' injected failures (fault_hook.h)
+  if (std::string why; !rt::FaultHook::fromEnvironment(env.rank, env.restart_count, faults, why)) {
+    err += "dtlc run: " + why + "\n";
+    return 2;
+  }
+  if (faults.any())
+    config.on_step = [report = config.on_step, faults](int64_t step) {
+      if (report) report(step);
+      faults.afterStep(step);
+    };
   // This rank's program: the laid-out graph at its mesh coordinates.
   const prog::Program program =
       program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, ranked ? env.rank : 0));

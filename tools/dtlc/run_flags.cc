@@ -9,6 +9,7 @@ std::string parseRun(const std::vector<std::string>& args, RunFlags& f) {
       .integer("--steps", f.steps, "a positive number of steps", 1, INT64_MAX)
       .integer("--nproc", f.nproc, "a positive number of ranks", 1, 4096)
       .integer("--join-timeout", f.join_timeout, "a positive number of seconds", 1, 1000000000, &f.join_timeout_given)
+      .integer("--collective-timeout", f.collective_timeout, "a positive number of seconds", 1, 1000000000)
       .integer("--nnodes", f.nnodes, "a positive number of nodes", 1, 100000)
       .integer("--node-rank", f.node_rank, "this node's number, from 0", 0, 100000)
       .integer("--max-restarts", f.max_restarts, "a number from 0", 0, 1000000)
@@ -42,6 +43,7 @@ std::vector<std::string> runArgs(const RunFlags& f) {
   integer("--steps", f.steps, d.steps);
   integer("--nproc", f.nproc, d.nproc);
   if (f.join_timeout_given) a.insert(a.end(), {"--join-timeout", std::to_string(f.join_timeout)});
+  integer("--collective-timeout", f.collective_timeout, d.collective_timeout);
   integer("--nnodes", f.nnodes, d.nnodes);
   integer("--node-rank", f.node_rank, d.node_rank);
   integer("--max-restarts", f.max_restarts, d.max_restarts);

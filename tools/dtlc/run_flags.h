@@ -14,6 +14,9 @@ struct RunFlags {
   std::string master = "127.0.0.1:0", backend = "auto", iface;
   bool as_rank = false;  // internal: started by the launcher
   bool join_timeout_given = false;
+  // Seconds a collective waits for the other ranks (every rank reads its own
+  // from its command line, which the launcher passes on).
+  int64_t collective_timeout = 300;
   bool ignore_memory = false;
   bool no_checkpoints = false;
   std::string memory_report;  // rank 0's held bytes after step 1, as JSON
