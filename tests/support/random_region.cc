@@ -12,7 +12,7 @@ namespace {
 
 std::vector<Dim> randomDims(ChoiceStream& s, int64_t max_points) {
   static const char* const kNames[] = {"batch", "seq", "hidden", "heads"};
-  static const int64_t kSizes[] = {0, 1, 1, 2, 3, 4, 5, 7, 8, 13, 16, 17, 31, 32, 33, 64, 100, 127};
+  static const int64_t kSizes[] = {0, 1, 1, 2, 3, 4, 5, 7, 8, 13, 16, 17, 31, 32, 33, 64, 100, 127, 257, 1000};
   std::vector<Dim> dims;
   int rank = 1 + static_cast<int>(s.below(4));
   for (int k = 0; k < rank; ++k) dims.push_back({kNames[k], s.pick(kSizes)});

@@ -1,7 +1,8 @@
 // Random valid regions for differential testing of the kernel generator (in
-// the spirit of Csmith): 1–4 named dims (sizes 0, 1, odd, powers of two and
-// up to 127); 1–3 inputs over random subsets of them in random orders (so
-// binary ops broadcast and permute by name, scalars included); 1–12 ops
+// the spirit of Csmith): 1–4 named dims (sizes 0, 1, odd, powers of two, up
+// to 1000 for long reductions); 1–3 inputs over random subsets of them in
+// random orders (so binary ops broadcast and permute by name, scalars
+// included); 1–12 ops
 // chained mostly on the newest value: every Unary fn, add/sub/mul/div with
 // values or scalar constants (±0, ±inf, NaN, denormals among them), the six
 // comparisons (Bool outputs), sum/mean/max along one dim (empty extents
