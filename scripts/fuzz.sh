@@ -6,7 +6,9 @@
 #   scripts/fuzz.sh --build-only         # configure and build, run nothing
 #
 # Targets: frontend (spec text), store_wire (the TCP store's frames),
-# safetensors, train_state (state.json), idx, npy, csv, gzip (data files).
+# safetensors, train_state (state.json), idx, npy, csv, gzip (data files),
+# region (the kernel generator's JIT against the reference kernels on random
+# regions the fuzzer's bytes choose; with LLVM 16 only).
 #
 # 1. Configures and builds fuzz/ into build-fuzz/ with clang-14 and
 #    -fsanitize=fuzzer,address,undefined: one build, every target
@@ -29,6 +31,8 @@ set -u -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 all_targets=(frontend store_wire safetensors train_state idx npy csv gzip)
+# The kernel generator's target needs LLVM 16, as fuzz/CMakeLists.txt does.
+[[ -e /usr/lib/llvm-16/lib/libLLVM-16.so ]] && all_targets+=(region)
 usage="usage: scripts/fuzz.sh [SECONDS] [TARGET] | --build-only   (TARGET: ${all_targets[*]})"
 build_only=0
 if [[ ${1:-} == --build-only ]]; then
@@ -148,7 +152,7 @@ fuzzTarget() {  # TARGET
       failed=$((failed + 1))
       tfailed=$((tfailed + 1))
       echo "fuzz: FAILED regression fuzz/regressions/$t/$name (log: $logs/$name.log)"
-      grep -E "ERROR:|runtime error:|SUMMARY:|invariant broken" "$logs/$name.log" | head -5 | sed 's/^/    /'
+      grep -E "ERROR:|runtime error:|SUMMARY:|invariant broken|differs from the reference" "$logs/$name.log" | head -5 | sed 's/^/    /'
     fi
   done
   echo "fuzz: $t: ${#regressions[@]} regression inputs, $tfailed failed ($((SECONDS - start)) s)"
@@ -164,6 +168,8 @@ fuzzTarget() {  # TARGET
     max_len=8192
     frontendDict | sort -u | sed 's/.*/"&"/' >"$build/frontend.dict"
     dict_args=(-dict="$build/frontend.dict")
+  elif [[ $t == region ]]; then
+    max_len=1024  # past the first ~100 bytes they only set input values
   elif [[ -f $root/fuzz/dict/$t.dict ]]; then
     dict_args=(-dict="$root/fuzz/dict/$t.dict")
   fi
@@ -179,7 +185,7 @@ fuzzTarget() {  # TARGET
   timeout $((secs + 300)) "$bin" "$corpus" "${dict_args[@]}" -max_total_time="$secs" -max_len="$max_len" -timeout=10 \
     -rss_limit_mb=4096 -artifact_prefix="$artifacts/" -print_final_stats=1 </dev/null >"$log" 2>&1
   status=$?
-  grep -E "^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::number_of_executed_units|ERROR:|runtime error:|invariant broken|SUMMARY:|Test unit written" "$log" | sed 's/^/    /'
+  grep -E "^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::number_of_executed_units|ERROR:|runtime error:|invariant broken|differs from the reference|SUMMARY:|Test unit written" "$log" | sed 's/^/    /'
   new=$(find "$artifacts" -type f -newer "$build/fuzz-$t.start" | sort)
   if ((status != 0)) || [[ -n $new ]]; then
     failed=$((failed + 1))
@@ -189,6 +195,11 @@ fuzzTarget() {  # TARGET
     done
     echo "fuzz: minimise it ($bin -minimize_crash=1 -runs=10000 FILE), fix the reader, and add it"
     echo "      as fuzz/regressions/$t/crash-<short description>"
+    if [[ $t == region ]]; then
+      echo "      (for region: the log has the report, i.e. the node, the element, both values and the"
+      echo "      region's text; fix compiler/codegen, and CodegenDiff.FuzzSeedsAndRegressionsMatch"
+      echo "      replays the input in the normal build too)"
+    fi
     if [[ $t == frontend ]]; then
       echo "      (a timeout's stack shows only the main thread waiting for the worker that runs the"
       echo "      front end: run FILE under gdb and interrupt it to see where the worker is)"

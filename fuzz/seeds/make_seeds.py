@@ -118,3 +118,22 @@ write("store_wire", "set-get-add-wait", bytes([0x21]) + frame(2, "rank/0", b"hos
       frame(5, "", struct.pack("<Q", 5) + keylist(["a", "rank/1", ""])))
 write("store_wire", "counter-set-add", bytes([0x41]) + frame(2, "n", b"-42") + frame(4, "n", struct.pack("<q", 1)))
 write("store_wire", "reply-timeout-keys", bytes([0x01, 1]) + struct.pack("<Q", 16) + keylist(["ab", "c"]))
+
+
+# ---- region: the random region generator's choice bytes
+# (tests/support/random_region.h). Any bytes make a valid region (past their
+# end a stream seeded by their hash goes on), so the seeds are just bytes of
+# a few lengths: the first few dozen pick the dims, inputs, ops and outputs,
+# the rest the first input values.
+def choice_bytes(seed, n):
+    state, out = seed, bytearray()
+    while len(out) < n:  # a 64-bit LCG: reproducible without `random`'s version drift
+        state = (state * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+        out.append(state >> 56)
+    return bytes(out)
+
+
+write("region", "zeros-16", bytes(16))
+write("region", "ones-16", b"\xff" * 16)
+for seed, n in [(1, 8), (2, 24), (3, 48), (4, 96), (5, 256), (6, 600)]:
+    write("region", "bytes-%d-%d" % (seed, n), choice_bytes(seed, n))

@@ -1,291 +1,28 @@
-// The JIT-versus-reference check of codegen_check.h.
+// The gtest side of the JIT-versus-reference check (codegen_check.h).
 #include "tests/unit/codegen_check.h"
 
 #include <gtest/gtest.h>
 
 #include <cfloat>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <sstream>
-#include <limits>
-
-#include "runtime/kernels/reference/elementwise.h"
-#include "runtime/kernels/reference/reduce.h"
 
 namespace dtl::codegen::testing {
 
-namespace ref = dtl::rt::ref;
-
-namespace {
-
-constexpr double kU = 0x1p-24;  // f32 unit roundoff
-constexpr int kMaxFailuresPerRegion = 5;
-
-ref::Binary refBinary(BinaryFn fn) {
-  switch (fn) {
-    case BinaryFn::Add: return ref::Binary::Add;
-    case BinaryFn::Sub: return ref::Binary::Sub;
-    case BinaryFn::Mul: return ref::Binary::Mul;
-    case BinaryFn::Div: return ref::Binary::Div;
-    case BinaryFn::Eq: return ref::Binary::Eq;
-    case BinaryFn::Ne: return ref::Binary::Ne;
-    case BinaryFn::Lt: return ref::Binary::Lt;
-    case BinaryFn::Le: return ref::Binary::Le;
-    case BinaryFn::Gt: return ref::Binary::Gt;
-    case BinaryFn::Ge: return ref::Binary::Ge;
-  }
-  return ref::Binary::Add;
-}
-
-ref::Tensor tensorOf(const Shape& s, const Values& v) {
-  return ref::Tensor::fromValues(s, std::vector<double>(v.begin(), v.end()));
-}
-
-int64_t extentOf(const Region& r, int id) {
-  const RegionNode& n = r.node(id);
-  const Shape& in = r.node(n.a).shape;
-  return in.dims[static_cast<size_t>(in.find(n.dim))].size;
-}
-
-// Node `id` by the reference kernels from its operands' tensors.
-ref::Tensor referenceNode(const Region& r, int id, const std::vector<ref::Tensor>& at) {
-  const RegionNode& n = r.node(id);
-  ref::Tensor y;
-  switch (n.kind) {
-    case Kind::Input: ADD_FAILURE() << "referenceNode of an input"; return y;
-    case Kind::Const: y = ref::Tensor::scalar(n.value); break;
-    case Kind::Unary: y = ref::unary(*ref::parseUnary(fnName(n.unary)), at[static_cast<size_t>(n.a)]); break;
-    case Kind::Binary:
-      y = ref::binary(refBinary(n.binary), at[static_cast<size_t>(n.a)], at[static_cast<size_t>(n.b)]);
-      break;
-    case Kind::Reduce: {
-      const ref::Tensor& x = at[static_cast<size_t>(n.a)];
-      switch (n.reduce) {
-        case ReduceFn::Sum: y = ref::reduceSum(x, {n.dim}); break;
-        case ReduceFn::Mean: y = ref::reduceMean(x, {n.dim}); break;
-        case ReduceFn::Max:
-          if (extentOf(r, id) == 0) {  // the region's rule; the reference refuses this
-            y = ref::Tensor::zeros(n.shape);
-            for (double& v : y.f) v = -std::numeric_limits<double>::infinity();
-          } else {
-            y = ref::reduceMax(x, {n.dim});
-          }
-          break;
-      }
-      break;
-    }
-  }
-  EXPECT_EQ(y.shape, n.shape) << "the reference's shape for %" << id << " differs from the region's";
-  return y;
-}
-
-std::string floatText(double v) {
-  char s[64];
-  std::snprintf(s, sizeof s, "%.9g", v);
-  return s;
-}
-
-}  // namespace
-
-// Elementwise: see the header. Returns the distance in *ulps (0 for NaN/inf matches).
-bool withinUlps(float y, double r, int64_t bound, int64_t* ulps) {
-  *ulps = 0;
-  if (std::isnan(r)) return std::isnan(y);
-  if (std::isinf(r)) return y == static_cast<float>(r);
-  if (std::isnan(y)) return false;
-  *ulps = ulpDistance(y, static_cast<float>(r));
-  return *ulps <= bound;
-}
-
-// sum or mean of n terms whose finite ones have Σ|xᵢ| = abs_sum. *ratio: |err| / bound.
-bool withinSumBound(float y, double r, double abs_sum, int64_t n, bool mean, double* ratio) {
-  *ratio = 0;
-  double nu = static_cast<double>(n) * kU;
-  double gamma = nu / (1 - nu);
-  // Where the finite terms reach FLT_MAX an f32 partial sum may overflow (the
-  // double reference does not): then ±inf, or NaN once an inf term meets it.
-  if (abs_sum * (1 + gamma) >= std::numeric_limits<float>::max() && !std::isfinite(y)) return true;
-  if (std::isnan(r)) return std::isnan(y);
-  if (std::isinf(r)) return y == static_cast<float>(r);
-  if (!std::isfinite(y)) return false;
-  double bound = gamma * abs_sum;  // every term is finite here
-  if (mean) bound = bound / static_cast<double>(n) * (1 + kU) + kU * std::fabs(r) + 0x1p-149;
-  double err = std::fabs(static_cast<double>(y) - r);
-  *ratio = bound > 0 ? err / bound : (err == 0 ? 0 : INFINITY);
-  return err <= bound;
-}
-
-int64_t ulpBound(UnaryFn fn) {
-  switch (fn) {
-    case UnaryFn::Relu:
-    case UnaryFn::Neg:
-    case UnaryFn::Abs:
-    case UnaryFn::Sqrt: return 0;  // exact, or IEEE's correctly rounded sqrt
-    default: return 1;             // the reference's double formula rounded once (emit_llvm.h)
-  }
-}
-
-int64_t ulpDistance(float a, float b) {
-  auto key = [](float f) {
-    int32_t i;
-    std::memcpy(&i, &f, sizeof i);
-    return i < 0 ? static_cast<int64_t>(std::numeric_limits<int32_t>::min()) - i : static_cast<int64_t>(i);
-  };
-  int64_t d = key(a) - key(b);
-  return d < 0 ? -d : d;
-}
-
 std::vector<Values> runJit(const Region& r, const std::vector<Values>& inputs, Stats* stats) {
   std::string error;
-  std::unique_ptr<JitKernel> k = compileX86(r, &error);
-  if (!k) {
-    ADD_FAILURE() << error << "\n" << printRegion(r);
-    return {};
-  }
-  if (stats) {
-    stats->compile_ms += k->compileMs();
-    stats->kernels += 1;
-  }
-  const KernelPlan& plan = k->plan();
-  std::vector<const float*> in;
-  for (int i = 0; i < plan.inputs; ++i) {
-    EXPECT_EQ(static_cast<int64_t>(inputs[static_cast<size_t>(i)].size()), plan.buffers[static_cast<size_t>(i)].elements());
-    in.push_back(inputs[static_cast<size_t>(i)].data());
-  }
-  std::vector<Values> f(static_cast<size_t>(plan.outputs));
-  std::vector<std::vector<uint8_t>> b(static_cast<size_t>(plan.outputs));
-  std::vector<void*> out;
-  for (int o = 0; o < plan.outputs; ++o) {
-    const PlanBuffer& buf = plan.buffers[static_cast<size_t>(plan.inputs + o)];
-    if (buf.dtype == DType::Bool) {
-      b[static_cast<size_t>(o)].assign(static_cast<size_t>(buf.elements()), 7);  // neither 0 nor 1: must be written
-      out.push_back(b[static_cast<size_t>(o)].data());
-    } else {
-      f[static_cast<size_t>(o)].assign(static_cast<size_t>(buf.elements()), 12345.0f);
-      out.push_back(f[static_cast<size_t>(o)].data());
-    }
-  }
-  k->run(in, out);
-  for (int o = 0; o < plan.outputs; ++o)
-    if (plan.buffers[static_cast<size_t>(plan.inputs + o)].dtype == DType::Bool)
-      f[static_cast<size_t>(o)].assign(b[static_cast<size_t>(o)].begin(), b[static_cast<size_t>(o)].end());
-  return f;
-}
-
-std::vector<std::vector<double>> runReference(const Region& r, const std::vector<Values>& inputs) {
-  std::vector<ref::Tensor> at(r.nodes().size());
-  size_t next_input = 0;
-  for (size_t k = 0; k < r.nodes().size(); ++k) {
-    const RegionNode& n = r.nodes()[k];
-    at[k] = n.kind == Kind::Input ? tensorOf(n.shape, inputs[next_input++]) : referenceNode(r, static_cast<int>(k), at);
-  }
-  std::vector<std::vector<double>> out;
-  for (const RegionOutput& o : r.outputs()) {
-    const ref::Tensor& t = at[static_cast<size_t>(o.node)];
-    out.push_back(t.floating() ? t.f : std::vector<double>(t.i.begin(), t.i.end()));
-  }
+  std::vector<Values> out = jitOutputs(r, inputs, stats, &error);
+  if (!error.empty()) ADD_FAILURE() << error << "\n" << printRegion(r);
   return out;
 }
 
-// Node `id`'s JIT values y against the reference of that node on `at`
-// (its operands as the JIT computed them); returns the reference.
-static ref::Tensor checkNode(const Region& r, int id, const Values& y, const std::vector<ref::Tensor>& at, Stats* stats,
-                             int* failures) {
-  const RegionNode& n = r.node(id);
-  ref::Tensor want = referenceNode(r, id, at);
-  std::string op = n.kind == Kind::Unary    ? fnName(n.unary)
-                   : n.kind == Kind::Binary ? fnName(n.binary)
-                                            : fnName(n.reduce);
-  ref::Tensor abs_sum;
-  if (n.kind == Kind::Reduce && n.reduce != ReduceFn::Max) {
-    ref::Tensor finite_abs = ref::unary(ref::Unary::Abs, at[static_cast<size_t>(n.a)]);
-    for (double& v : finite_abs.f) v = std::isfinite(v) ? v : 0.0;
-    abs_sum = ref::reduceSum(finite_abs, {n.dim});
-  }
-  for (size_t e = 0; e < y.size(); ++e) {
-    bool ok = true;
-    std::string why;
-    if (n.dtype == DType::Bool) {
-      ok = y[e] == static_cast<float>(want.i[e]);
-    } else {
-      double r_e = want.f[e];
-      stats->nonfinite += !std::isfinite(r_e);
-      if (n.kind == Kind::Reduce && n.reduce != ReduceFn::Max) {
-        double ratio;
-        ok = withinSumBound(y[e], r_e, abs_sum.f[e], extentOf(r, id), n.reduce == ReduceFn::Mean, &ratio);
-        double& worst = stats->max_bound_ratio[op];
-        worst = std::max(worst, ratio);
-        why = " (Σ|x| = " + floatText(abs_sum.f[e]) + ", n = " + std::to_string(extentOf(r, id)) + ")";
-      } else {
-        int64_t bound = n.kind == Kind::Unary ? ulpBound(n.unary) : n.kind == Kind::Binary ? ulpBound(n.binary) : 0;
-        int64_t ulps;
-        ok = withinUlps(y[e], r_e, bound, &ulps);
-        int64_t& worst = stats->max_ulps[op];
-        worst = std::max(worst, ulps);
-        why = " (" + std::to_string(ulps) + " ulps, bound " + std::to_string(bound) + ")";
-      }
-    }
-    stats->values += 1;
-    if (!ok && (*failures)++ < kMaxFailuresPerRegion) {
-      ADD_FAILURE() << "region " << r.name() << ": %" << id << " (" << op << ") element " << e << ": jit "
-                    << floatText(y[e]) << ", reference " << floatText(n.dtype == DType::Bool ? want.i[e] : want.f[e])
-                    << why << "\n"
-                    << printRegion(r);
-    }
-  }
-  return want;
-}
-
 std::vector<Values> checkRegion(const Region& r, const std::vector<Values>& inputs, Stats* stats) {
-  Region probe = r;
-  std::vector<int> probed(r.nodes().size(), -1);  // node → probe output index
-  for (size_t k = 0; k < r.nodes().size(); ++k) {
-    Kind kind = r.nodes()[k].kind;
-    if (kind == Kind::Input || kind == Kind::Const) continue;
-    probed[k] = static_cast<int>(probe.outputs().size());
-    probe.output("node" + std::to_string(k), static_cast<int>(k));
-  }
-  std::vector<Values> got = runJit(probe, inputs, stats);
-  if (got.empty() && !probe.outputs().empty()) return {};
-
-  // Each node's JIT values as reference tensors, so each node is checked on its own operands.
-  std::vector<ref::Tensor> at(r.nodes().size());
-  size_t next_input = 0;
-  int failures = 0;
-  for (size_t k = 0; k < r.nodes().size(); ++k) {
-    const RegionNode& n = r.nodes()[k];
-    int id = static_cast<int>(k);
-    if (n.kind == Kind::Input) {
-      at[k] = tensorOf(n.shape, inputs[next_input++]);
-      continue;
-    }
-    if (n.kind == Kind::Const) {
-      at[k] = referenceNode(r, id, at);
-      continue;
-    }
-    const Values& y = got[static_cast<size_t>(probed[k])];
-    ref::Tensor want = checkNode(r, id, y, at, stats, &failures);
-    // Consumers see the JIT's values (rounded to f32), not the reference's.
-    at[k] = n.dtype == DType::Bool ? want : tensorOf(n.shape, y);
-  }
-
-  // The region as given: its outputs are the probe's, bit for bit.
-  std::vector<Values> plain = runJit(r, inputs, stats);
-  if (plain.size() != r.outputs().size()) return plain;
-  for (size_t o = 0; o < plain.size(); ++o) {
-    const Values& p = got[o];
-    for (size_t e = 0; e < plain[o].size(); ++e) {
-      bool same = std::memcmp(&plain[o][e], &p[e], sizeof(float)) == 0 || (std::isnan(plain[o][e]) && std::isnan(p[e]));
-      if (!same && failures++ < kMaxFailuresPerRegion)
-        ADD_FAILURE() << "region " << r.name() << ": output " << r.outputs()[o].name << " element " << e << " is "
-                      << floatText(plain[o][e]) << " fused but " << floatText(p[e]) << " with every node stored\n"
-                      << printRegion(r);
-    }
-  }
-  return plain;
+  std::string report;
+  std::vector<Values> out = compareWithReference(r, inputs, stats, &report);
+  if (!report.empty()) ADD_FAILURE() << report;
+  return out;
 }
 
 Values randomValues(int64_t n, std::mt19937_64& rng, double special) {
@@ -299,23 +36,6 @@ Values randomValues(int64_t n, std::mt19937_64& rng, double special) {
   for (float& x : v)
     x = coin(rng) < special ? kSpecials[rng() % (sizeof kSpecials / sizeof *kSpecials)] : normal(rng) * scale;
   return v;
-}
-
-std::string formatStats(const Stats& s) {
-  std::string out;
-  char line[160];
-  for (const auto& [op, ulps] : s.max_ulps) {
-    std::snprintf(line, sizeof line, "  %-10s max %lld ulps\n", op.c_str(), static_cast<long long>(ulps));
-    out += line;
-  }
-  for (const auto& [op, ratio] : s.max_bound_ratio) {
-    std::snprintf(line, sizeof line, "  %-10s max |err| / (gamma_n sum|x|) = %.3g\n", op.c_str(), ratio);
-    out += line;
-  }
-  std::snprintf(line, sizeof line, "  %lld values compared (%lld non-finite in the reference); %d kernels, %.1f ms compile each\n",
-                static_cast<long long>(s.values), static_cast<long long>(s.nonfinite), s.kernels,
-                s.kernels ? s.compile_ms / s.kernels : 0.0);
-  return out + line;
 }
 
 std::string ptxasPath() {

@@ -13,7 +13,8 @@
 
 #include "compiler/codegen/ptx.h"
 #include "core/hash.h"
-#include "tests/unit/codegen_random.h"
+#include "tests/support/random_region.h"
+#include "tests/unit/codegen_check.h"
 
 namespace dtl::codegen::testing {
 namespace {

@@ -1,0 +1,44 @@
+// Random valid regions for differential testing of the kernel generator (in
+// the spirit of Csmith): 1–4 named dims (sizes 0, 1, odd, powers of two, up
+// to 1000 for long reductions); 1–3 inputs over random subsets of them in
+// random orders (so binary ops broadcast and permute by name, scalars
+// included); 1–12 ops chained mostly on the newest value: every Unary fn,
+// add/sub/mul/div with values or scalar constants (±0, ±inf, NaN, denormals
+// among them), the six comparisons (Bool outputs), sum/mean/max along one
+// dim (empty extents included), softmax and log-softmax; outputs: the last
+// value plus random earlier nodes (inputs and constants now and then). Input
+// values mix normal(0, scale) for scales 1e-30 … 1e30, small integers (ties
+// for max and the comparisons), any 32-bit pattern, and the specials NaN,
+// ±inf, ±0, denormals, FLT_MIN and ±FLT_MAX, each input at its own rate.
+//
+// Every choice comes from a ChoiceStream (choice_stream.h): a seed for the
+// unit test, the fuzzer's bytes for fuzz/fuzz_region.cc. Every region the
+// builder accepts is valid (Region::validate), so the generator only makes
+// choices the builder allows (a reduction needs a dim, a comparison's Bool
+// result is never an operand).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "compiler/codegen/region.h"
+#include "tests/support/choice_stream.h"
+#include "tests/support/region_oracle.h"
+
+namespace dtl::codegen::testing {
+
+struct RandomCase {
+  Region region;
+  std::vector<Values> inputs;  // one per region input
+};
+
+// No node has more than `max_points` elements (the product of the dims'
+// sizes, an empty dim counted as 1), so a case runs in milliseconds.
+inline constexpr int64_t kMaxRandomPoints = 4096;
+
+RandomCase randomCase(ChoiceStream& choices, const std::string& name, int64_t max_points = kMaxRandomPoints);
+RandomCase randomCase(uint64_t seed, int64_t max_points = kMaxRandomPoints);
+RandomCase randomCaseFromBytes(const uint8_t* data, size_t size, int64_t max_points = kMaxRandomPoints);
+
+}  // namespace dtl::codegen::testing

@@ -1,0 +1,358 @@
+// The JIT-versus-reference oracle of region_oracle.h.
+#include "tests/support/region_oracle.h"
+
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include "compiler/codegen/jit_x86.h"
+#include "runtime/kernels/reference/elementwise.h"
+#include "runtime/kernels/reference/reduce.h"
+
+namespace dtl::codegen::testing {
+
+namespace ref = dtl::rt::ref;
+
+namespace {
+
+constexpr double kU = 0x1p-24;  // f32 unit roundoff
+
+ref::Binary refBinary(BinaryFn fn) {
+  switch (fn) {
+    case BinaryFn::Add: return ref::Binary::Add;
+    case BinaryFn::Sub: return ref::Binary::Sub;
+    case BinaryFn::Mul: return ref::Binary::Mul;
+    case BinaryFn::Div: return ref::Binary::Div;
+    case BinaryFn::Eq: return ref::Binary::Eq;
+    case BinaryFn::Ne: return ref::Binary::Ne;
+    case BinaryFn::Lt: return ref::Binary::Lt;
+    case BinaryFn::Le: return ref::Binary::Le;
+    case BinaryFn::Gt: return ref::Binary::Gt;
+    case BinaryFn::Ge: return ref::Binary::Ge;
+  }
+  return ref::Binary::Add;
+}
+
+ref::Tensor tensorOf(const Shape& s, const Values& v) {
+  return ref::Tensor::fromValues(s, std::vector<double>(v.begin(), v.end()));
+}
+
+int64_t extentOf(const Region& r, int id) {
+  const RegionNode& n = r.node(id);
+  const Shape& in = r.node(n.a).shape;
+  return in.dims[static_cast<size_t>(in.find(n.dim))].size;
+}
+
+// Node `id` (not an input) by the reference kernels from its operands' tensors.
+ref::Tensor referenceNode(const Region& r, int id, const std::vector<ref::Tensor>& at) {
+  const RegionNode& n = r.node(id);
+  ref::Tensor y;
+  switch (n.kind) {
+    case Kind::Input: break;
+    case Kind::Const: y = ref::Tensor::scalar(n.value); break;
+    case Kind::Unary: y = ref::unary(*ref::parseUnary(fnName(n.unary)), at[static_cast<size_t>(n.a)]); break;
+    case Kind::Binary:
+      y = ref::binary(refBinary(n.binary), at[static_cast<size_t>(n.a)], at[static_cast<size_t>(n.b)]);
+      break;
+    case Kind::Reduce: {
+      const ref::Tensor& x = at[static_cast<size_t>(n.a)];
+      switch (n.reduce) {
+        case ReduceFn::Sum: y = ref::reduceSum(x, {n.dim}); break;
+        case ReduceFn::Mean: y = ref::reduceMean(x, {n.dim}); break;
+        case ReduceFn::Max:
+          if (extentOf(r, id) == 0) {  // the region's rule; the reference refuses this
+            y = ref::Tensor::zeros(n.shape);
+            for (double& v : y.f) v = -std::numeric_limits<double>::infinity();
+          } else {
+            y = ref::reduceMax(x, {n.dim});
+          }
+          break;
+      }
+      break;
+    }
+  }
+  return y;
+}
+
+std::string floatText(double v) {
+  char s[64];
+  std::snprintf(s, sizeof s, "%.9g", v);
+  return s;
+}
+
+std::string opName(const RegionNode& n) {
+  switch (n.kind) {
+    case Kind::Unary: return fnName(n.unary);
+    case Kind::Binary: return fnName(n.binary);
+    case Kind::Reduce: return fnName(n.reduce);
+    case Kind::Input: return "input";
+    case Kind::Const: return "const";
+  }
+  return "";
+}
+
+// The first few problems, one line each, and how many there were.
+struct Problems {
+  int max = 5;
+  int count = 0;
+  std::string lines;
+  void add(const std::string& what) {
+    if (count++ < max) lines += "  " + what + "\n";
+  }
+};
+
+// Node `id`'s JIT values y against the reference of that node on `at`
+// (its operands as the JIT computed them); returns the reference.
+ref::Tensor checkNode(const Region& r, int id, const Values& y, const std::vector<ref::Tensor>& at, Stats* stats,
+                      Problems* problems) {
+  const RegionNode& n = r.node(id);
+  ref::Tensor want = referenceNode(r, id, at);
+  std::string op = opName(n);
+  if (want.shape != n.shape) {
+    problems->add("%" + std::to_string(id) + " (" + op + "): the reference's shape " + want.shape.str() +
+                  " differs from the region's " + n.shape.str());
+    return want;
+  }
+  ref::Tensor abs_sum;
+  if (n.kind == Kind::Reduce && n.reduce != ReduceFn::Max) {
+    ref::Tensor finite_abs = ref::unary(ref::Unary::Abs, at[static_cast<size_t>(n.a)]);
+    for (double& v : finite_abs.f) v = std::isfinite(v) ? v : 0.0;
+    abs_sum = ref::reduceSum(finite_abs, {n.dim});
+  }
+  for (size_t e = 0; e < y.size(); ++e) {
+    bool ok = true;
+    std::string why;
+    if (n.dtype == DType::Bool) {
+      ok = y[e] == static_cast<float>(want.i[e]);
+    } else {
+      double r_e = want.f[e];
+      stats->nonfinite += !std::isfinite(r_e);
+      if (n.kind == Kind::Reduce && n.reduce != ReduceFn::Max) {
+        double ratio;
+        ok = withinSumBound(y[e], r_e, abs_sum.f[e], extentOf(r, id), n.reduce == ReduceFn::Mean, &ratio);
+        double& worst = stats->max_bound_ratio[op];
+        worst = std::max(worst, ratio);
+        why = " (Σ|x| = " + floatText(abs_sum.f[e]) + ", n = " + std::to_string(extentOf(r, id)) + ")";
+      } else {
+        int64_t bound = n.kind == Kind::Unary ? ulpBound(n.unary) : n.kind == Kind::Binary ? ulpBound(n.binary) : 0;
+        int64_t ulps;
+        ok = withinUlps(y[e], r_e, bound, &ulps);
+        int64_t& worst = stats->max_ulps[op];
+        worst = std::max(worst, ulps);
+        why = " (" + std::to_string(ulps) + " ulps, bound " + std::to_string(bound) + ")";
+      }
+    }
+    stats->values += 1;
+    if (!ok)
+      problems->add("%" + std::to_string(id) + " (" + op + ") element " + std::to_string(e) + ": jit " +
+                    floatText(y[e]) + ", reference " +
+                    floatText(n.dtype == DType::Bool ? static_cast<double>(want.i[e]) : want.f[e]) + why);
+  }
+  return want;
+}
+
+}  // namespace
+
+// Elementwise: see the header. Returns the distance in *ulps (0 for NaN/inf matches).
+bool withinUlps(float y, double r, int64_t bound, int64_t* ulps) {
+  *ulps = 0;
+  if (std::isnan(r)) return std::isnan(y);
+  if (std::isinf(r)) return y == static_cast<float>(r);
+  if (std::isnan(y)) return false;
+  *ulps = ulpDistance(y, static_cast<float>(r));
+  return *ulps <= bound;
+}
+
+// sum or mean of n terms whose finite ones have Σ|xᵢ| = abs_sum. *ratio: |err| / bound.
+bool withinSumBound(float y, double r, double abs_sum, int64_t n, bool mean, double* ratio) {
+  *ratio = 0;
+  double nu = static_cast<double>(n) * kU;
+  double gamma = nu / (1 - nu);
+  // Where the finite terms reach FLT_MAX an f32 partial sum may overflow (the
+  // double reference does not): then ±inf, or NaN once an inf term meets it.
+  if (abs_sum * (1 + gamma) >= std::numeric_limits<float>::max() && !std::isfinite(y)) return true;
+  if (std::isnan(r)) return std::isnan(y);
+  if (std::isinf(r)) return y == static_cast<float>(r);
+  if (!std::isfinite(y)) return false;
+  double bound = gamma * abs_sum;  // every term is finite here
+  if (mean) bound = bound / static_cast<double>(n) * (1 + kU) + kU * std::fabs(r) + 0x1p-149;
+  double err = std::fabs(static_cast<double>(y) - r);
+  *ratio = bound > 0 ? err / bound : (err == 0 ? 0 : INFINITY);
+  return err <= bound;
+}
+
+int64_t ulpBound(UnaryFn fn) {
+  switch (fn) {
+    case UnaryFn::Relu:
+    case UnaryFn::Neg:
+    case UnaryFn::Abs:
+    case UnaryFn::Sqrt: return 0;  // exact, or IEEE's correctly rounded sqrt
+    default: return 1;             // the reference's double formula rounded once (emit_llvm.h)
+  }
+}
+
+int64_t ulpDistance(float a, float b) {
+  auto key = [](float f) {
+    int32_t i;
+    std::memcpy(&i, &f, sizeof i);
+    return i < 0 ? static_cast<int64_t>(std::numeric_limits<int32_t>::min()) - i : static_cast<int64_t>(i);
+  };
+  int64_t d = key(a) - key(b);
+  return d < 0 ? -d : d;
+}
+
+std::vector<Values> jitOutputs(const Region& r, const std::vector<Values>& inputs, Stats* stats, std::string* error) {
+  std::unique_ptr<JitKernel> k = compileX86(r, error);
+  if (!k) return {};
+  if (stats) {
+    stats->compile_ms += k->compileMs();
+    stats->kernels += 1;
+  }
+  const KernelPlan& plan = k->plan();
+  if (static_cast<int>(inputs.size()) != plan.inputs) {
+    *error = "region " + r.name() + " takes " + std::to_string(plan.inputs) + " inputs, given " +
+             std::to_string(inputs.size());
+    return {};
+  }
+  std::vector<const float*> in;
+  for (int i = 0; i < plan.inputs; ++i) {
+    const PlanBuffer& buf = plan.buffers[static_cast<size_t>(i)];
+    if (static_cast<int64_t>(inputs[static_cast<size_t>(i)].size()) != buf.elements()) {
+      *error = "input " + buf.name + " of region " + r.name() + " has " +
+               std::to_string(inputs[static_cast<size_t>(i)].size()) + " values, its shape " + buf.shape.str();
+      return {};
+    }
+    in.push_back(inputs[static_cast<size_t>(i)].data());
+  }
+  std::vector<Values> f(static_cast<size_t>(plan.outputs));
+  std::vector<std::vector<uint8_t>> b(static_cast<size_t>(plan.outputs));
+  std::vector<void*> out;
+  for (int o = 0; o < plan.outputs; ++o) {
+    const PlanBuffer& buf = plan.buffers[static_cast<size_t>(plan.inputs + o)];
+    if (buf.dtype == DType::Bool) {
+      b[static_cast<size_t>(o)].assign(static_cast<size_t>(buf.elements()), 7);  // neither 0 nor 1: must be written
+      out.push_back(b[static_cast<size_t>(o)].data());
+    } else {
+      f[static_cast<size_t>(o)].assign(static_cast<size_t>(buf.elements()), 12345.0f);
+      out.push_back(f[static_cast<size_t>(o)].data());
+    }
+  }
+  k->run(in, out);
+  for (int o = 0; o < plan.outputs; ++o)
+    if (plan.buffers[static_cast<size_t>(plan.inputs + o)].dtype == DType::Bool)
+      f[static_cast<size_t>(o)].assign(b[static_cast<size_t>(o)].begin(), b[static_cast<size_t>(o)].end());
+  return f;
+}
+
+std::vector<std::vector<double>> runReference(const Region& r, const std::vector<Values>& inputs) {
+  std::vector<ref::Tensor> at(r.nodes().size());
+  size_t next_input = 0;
+  for (size_t k = 0; k < r.nodes().size(); ++k) {
+    const RegionNode& n = r.nodes()[k];
+    at[k] = n.kind == Kind::Input ? tensorOf(n.shape, inputs[next_input++]) : referenceNode(r, static_cast<int>(k), at);
+  }
+  std::vector<std::vector<double>> out;
+  for (const RegionOutput& o : r.outputs()) {
+    const ref::Tensor& t = at[static_cast<size_t>(o.node)];
+    out.push_back(t.floating() ? t.f : std::vector<double>(t.i.begin(), t.i.end()));
+  }
+  return out;
+}
+
+namespace {
+
+// compareWithReference's work; `found` collects the problems.
+std::vector<Values> compareNodes(const Region& r, const std::vector<Values>& inputs, Stats* stats, Problems* found,
+                                 const OracleOptions& options) {
+  Region probe = r;
+  std::vector<int> probed(r.nodes().size(), -1);  // node → probe output index
+  for (size_t k = 0; k < r.nodes().size(); ++k) {
+    Kind kind = r.nodes()[k].kind;
+    if (kind == Kind::Input || kind == Kind::Const) continue;
+    probed[k] = static_cast<int>(probe.outputs().size());
+    probe.output("node" + std::to_string(k), static_cast<int>(k));
+  }
+  std::string error;
+  std::vector<Values> got = jitOutputs(probe, inputs, stats, &error);
+  if (!error.empty()) {
+    found->add("the probe (every node an output) did not run: " + error);
+    return {};
+  }
+
+  // Each node's JIT values as reference tensors, so each node is checked on its own operands.
+  std::vector<ref::Tensor> at(r.nodes().size());
+  size_t next_input = 0;
+  for (size_t k = 0; k < r.nodes().size(); ++k) {
+    const RegionNode& n = r.nodes()[k];
+    int id = static_cast<int>(k);
+    if (n.kind == Kind::Input) {
+      at[k] = tensorOf(n.shape, inputs[next_input++]);
+      continue;
+    }
+    if (n.kind == Kind::Const) {
+      at[k] = referenceNode(r, id, at);
+      continue;
+    }
+    Values& y = got[static_cast<size_t>(probed[k])];
+    if (options.tamper) options.tamper(id, y);
+    ref::Tensor want = checkNode(r, id, y, at, stats, found);
+    // Consumers see the JIT's values (rounded to f32), not the reference's.
+    at[k] = n.dtype == DType::Bool ? want : tensorOf(n.shape, y);
+  }
+
+  // The region as given: its outputs are the probe's, bit for bit.
+  std::vector<Values> plain = jitOutputs(r, inputs, stats, &error);
+  if (!error.empty()) {
+    found->add("the region did not run: " + error);
+    return {};
+  }
+  for (size_t o = 0; o < plain.size(); ++o) {
+    const Values& p = got[o];
+    for (size_t e = 0; e < plain[o].size(); ++e) {
+      bool same = std::memcmp(&plain[o][e], &p[e], sizeof(float)) == 0 || (std::isnan(plain[o][e]) && std::isnan(p[e]));
+      if (!same)
+        found->add("output " + r.outputs()[o].name + " element " + std::to_string(e) + " is " + floatText(plain[o][e]) +
+                  " fused but " + floatText(p[e]) + " with every node stored");
+    }
+  }
+  return plain;
+}
+
+}  // namespace
+
+std::vector<Values> compareWithReference(const Region& r, const std::vector<Values>& inputs, Stats* stats,
+                                         std::string* report, const OracleOptions& options) {
+  Stats unused;
+  Problems found;
+  found.max = options.max_problems;
+  std::vector<Values> outputs = compareNodes(r, inputs, stats ? stats : &unused, &found, options);
+  report->clear();
+  if (found.count == 0) return outputs;
+  *report = "region " + r.name() + ": " + std::to_string(found.count) + " problem(s)" +
+            (found.count > found.max ? ", the first " + std::to_string(found.max) : "") + ":\n" + found.lines +
+            printRegion(r);
+  return outputs;
+}
+
+std::string formatStats(const Stats& s) {
+  std::string out;
+  char line[160];
+  for (const auto& [op, ulps] : s.max_ulps) {
+    std::snprintf(line, sizeof line, "  %-10s max %lld ulps\n", op.c_str(), static_cast<long long>(ulps));
+    out += line;
+  }
+  for (const auto& [op, ratio] : s.max_bound_ratio) {
+    std::snprintf(line, sizeof line, "  %-10s max |err| / (gamma_n sum|x|) = %.3g\n", op.c_str(), ratio);
+    out += line;
+  }
+  std::snprintf(line, sizeof line,
+                "  %lld values compared (%lld non-finite in the reference); %d kernels, %.1f ms compile each\n",
+                static_cast<long long>(s.values), static_cast<long long>(s.nonfinite), s.kernels,
+                s.kernels ? s.compile_ms / s.kernels : 0.0);
+  return out + line;
+}
+
+}  // namespace dtl::codegen::testing
