@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -27,6 +28,7 @@
 #include "runtime/exec/grad_sync.h"
 #include "runtime/exec/param_init.h"
 #include "runtime/exec/param_shards.h"
+#include "runtime/exec/step_guard.h"
 #include "runtime/exec/train_state.h"
 #include "runtime/exec/writer_ranks.h"
 #include "runtime/io/checkpoint_store.h"
@@ -92,7 +94,7 @@ bool loadParams(const std::vector<io::TensorBlob>& blobs, std::vector<Param>& pa
 
 class Trainer {
  public:
-  Trainer(const TrainConfig& c, std::string& err, bool tty) : c_(c), err_(err), tty_(tty), checkpoints_(c) {}
+  Trainer(const TrainConfig& c, std::string& err, bool tty) : c_(c), err_(err), tty_(tty), checkpoints_(c), guard_(c) {}
 
   int run() {
     const prog::Program& g = *c_.program;
@@ -147,6 +149,7 @@ class Trainer {
       }
     }
     optim::Optimizer opt(c_.optimizer);
+    if (!guard_.start(err_)) return 1;
     io::Progress progress(total_, tty_);
     auto t0 = std::chrono::steady_clock::now();
     int64_t samples_since = 0;
@@ -157,16 +160,29 @@ class Trainer {
       const double waited_before = exec_->waitSeconds(), gathered_before = exec_->gatherWaitSeconds();
       int64_t epoch = train_loader_->cursor().first;
       double loss = 0;
+      guard_.beforeStep(step, params_);
       if (!microBatches(step, loss)) return 1;
-      if (!std::isfinite(loss)) {
+      if (!std::isfinite(loss) && c_.on_nonfinite != "skip") {
         err_ += "step " + std::to_string(step) + ": the loss is " + (std::isnan(loss) ? "NaN" : "infinite") +
                 "; stopping" + checkpoints_.diverged() +
                 "\nhint: lower the learning rate, or set `clip = 1.0` in `train`\n";
         return 1;
       }
-      if (!checkpoints_.confirm(err_)) return 1;
-      double lr = optim::scheduledLr(c_.schedule, c_.optimizer.lr, step + shift_, total_ + shift_);
-      if (!update(opt, step, lr)) return 1;
+      StepVerdict verdict;  // every rank's: stop after this step, skip it, or fail
+      if (!guard_.agree(step, loss, params_, verdict, err_)) {
+        if (verdict.nonfinite && c_.global_rank == 0)
+          err_ += checkpoints_.diverged() + "\nhint: `on_nonfinite = skip` in `train` skips such steps on every rank\n";
+        return 1;
+      }
+      if (std::isfinite(loss) && !checkpoints_.confirm(err_)) return 1;
+      // A skipped step moves neither the optimiser's step count nor the schedule.
+      const int64_t opt_step = step - skipped_;
+      double lr = optim::scheduledLr(c_.schedule, c_.optimizer.lr, opt_step + shift_, total_ + shift_);
+      if (verdict.skip) {
+        ++skipped_;
+      } else if (!update(opt, opt_step, lr)) {
+        return 1;
+      }
       if (step == start + 1 && !c_.memory_report.empty() && c_.global_rank == 0 && !reportMemory()) return 1;
       samples_since += c_.batch * c_.accumulate * c_.world;
       auto now = std::chrono::steady_clock::now();
@@ -177,7 +193,9 @@ class Trainer {
       std::vector<std::pair<std::string, double>> fields = {{"loss", loss}, {"lr", lr}, {"samples_per_s", rate},
                                                             {"step_s", step_s}, {"comm_wait_s", exec_->waitSeconds() - waited_before}};
       if (gathers_pieces_) fields.emplace_back("gather_wait_s", exec_->gatherWaitSeconds() - gathered_before);
-      if (lead_ && !c_.metrics_file.empty() && !writeMetrics(fields, {{"step", step}, {"epoch", epoch}})) return 1;
+      std::vector<std::pair<std::string, int64_t>> ints = {{"step", step}, {"epoch", epoch}};
+      if (c_.on_nonfinite == "skip") ints.emplace_back("skipped_steps", skipped_);
+      if (lead_ && !c_.metrics_file.empty() && !writeMetrics(fields, ints)) return 1;
       window_loss += loss;
       ++window_steps;
       bool epoch_end = steps_per_epoch > 0 && (step + shift_) % steps_per_epoch == 0;
@@ -192,9 +210,11 @@ class Trainer {
       if (!c_.eval_fields.empty() && (due(c_.eval_every, step, epoch_end) || step == total_)) {
         if (!evaluate(step, epoch)) return 1;
       }
-      if (!c_.checkpoint_dir.empty() && (due(c_.checkpoint_every, step, epoch_end) || step == total_)) {
+      const bool stopping = verdict.stop_signal != 0;  // pre-empted: save this step, then end
+      if (!c_.checkpoint_dir.empty() && (due(c_.checkpoint_every, step, epoch_end) || step == total_ || stopping)) {
         if (!checkpoint(step)) return 1;
       }
+      if (stopping) return stopAfter(step, verdict.stop_signal);
     }
     if (!checkpoints_.confirm(err_)) return 1;  // training ended without diverging
     if (lead_) std::fputs(progress.finish().c_str(), stdout);
@@ -202,6 +222,21 @@ class Trainer {
   }
 
  private:
+  // Every rank stops after the same step (step_guard.h), the checkpoint
+  // saved: status 0, so a scheduler that pre-empted the job sees it end well.
+  int stopAfter(int64_t step, int signal) {
+    if (!checkpoints_.confirm(err_)) return 1;
+    if (!lead_) return 0;
+    std::string line = "stopped after step " + std::to_string(step) + " (" + (signal == SIGINT ? "SIGINT" : "SIGTERM") + "): ";
+    line += c_.checkpoint_dir.empty()
+                ? "no checkpoint written (the spec names no checkpoint folder, or --no-checkpoints)"
+                : "saved " + c_.checkpoint_dir + "/" + io::checkpointName(step) + "; --resume " + c_.checkpoint_dir +
+                      " continues from it";
+    std::fputs(((tty_ ? "\n" : "") + line + "\n").c_str(), stdout);
+    std::fflush(stdout);
+    return 0;
+  }
+
   // A line that cannot be written (a full disk) stops the run: a run must not
   // go on without the record it was asked to keep.
   bool writeMetrics(const std::vector<std::pair<std::string, double>>& fields,
@@ -525,6 +560,7 @@ class Trainer {
     st.model = c_.model;
     st.global_batch = c_.batch * c_.world;
     st.world = c_.world;
+    st.skipped_steps = skipped_;
     c.state_json = trainStateJson(st);
     return checkpoints_.save(c, err_);
   }
@@ -548,6 +584,7 @@ class Trainer {
     if (!restoreOptimizerState(c.optimizer)) return false;
     if (!seekData(state)) return false;
     start = c.step;
+    skipped_ = state.skipped_steps;
     if (lead_) std::fprintf(stdout, "resumed from %s at step %lld\n", c_.resume_dir.c_str(), static_cast<long long>(start));
     return true;
   }
@@ -627,6 +664,8 @@ class Trainer {
   bool lead_ = true;  // logs, prints and writes metrics
   bool gathers_pieces_ = false;  // zero = 3: the metrics say how long gathers of parameters were waited for
   Checkpointing checkpoints_;
+  StepGuard guard_;
+  int64_t skipped_ = 0;  // steps skipped for a non-finite loss or gradient (on_nonfinite = skip)
 };
 
 }  // namespace
