@@ -10,25 +10,11 @@
 #include <limits>
 
 #include "runtime/exec/replica_check.h"
+#include "runtime/optim/clip.h"
 
 namespace dtl::rt {
 
 namespace {
-
-// Whether x[0, n) holds a NaN or an infinity: an exponent of all ones. An
-// integer max over the exponent bits, which the compiler vectorises (an f32
-// sum would be a serial chain).
-bool allFinite(const float* x, size_t n) {
-  uint32_t worst = 0;
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, x + i, 4);
-    worst = std::max(worst, bits & 0x7f800000u);
-  }
-  return worst != 0x7f800000u;
-}
-
-const char* signalName(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
 
 // The parameter a fault names (`tensor=PATH`), else the first with elements.
 Param* faultTarget(const Fault& f, std::vector<Param>& params, bool gradient) {
@@ -52,7 +38,7 @@ bool StepGuard::start(std::string& err) {
   const std::vector<FaultKind> kinds = {{"nan_grad", {"rank", "step"}, {"tensor"}},
                                         {"flip_bit", {"rank", "step"}, {"tensor"}}};
   if (!parseFaults(text ? text : "", kinds, faults_, err)) return false;
-  signals_ = std::make_unique<StopSignals>();
+  catchStopSignals();
   return true;
 }
 
@@ -81,7 +67,7 @@ comm::Status StepGuard::allReduceWorld(std::vector<float>& v) {
 int64_t StepGuard::firstNonfinite(double loss, const std::vector<Param>& params) const {
   if (!std::isfinite(loss)) return 1;
   for (size_t i = 0; i < params.size(); ++i)
-    if (!allFinite(params[i].step_grad, params[i].grad.size())) return 2 + static_cast<int64_t>(i);
+    if (!optim::allFinite(params[i].step_grad, static_cast<int64_t>(params[i].grad.size()))) return 2 + static_cast<int64_t>(i);
   return 0;
 }
 
@@ -97,7 +83,7 @@ bool StepGuard::agree(int64_t step, double loss, std::vector<Param>& params, Ste
     }
   }
   const int64_t mine = firstNonfinite(loss, params);
-  const int sig = signals_ ? signals_->caught() : 0;
+  const int sig = stopSignalCaught();
   std::vector<float> vote = {sig == SIGTERM ? 1.0f : 0.0f, sig == SIGINT ? 1.0f : 0.0f, mine != 0 ? 1.0f : 0.0f,
                              replicas.diverged ? 1.0f : 0.0f};
   if (collective_) {

@@ -15,7 +15,6 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,7 +54,6 @@ class StepGuard {
 
   const TrainConfig& c_;
   std::vector<Fault> faults_;
-  std::unique_ptr<StopSignals> signals_;
   int64_t world_ = 1;
   bool collective_ = false;  // some axis has more than one rank
 };

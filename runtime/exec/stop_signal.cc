@@ -8,7 +8,6 @@ namespace dtl::rt {
 namespace {
 
 volatile sig_atomic_t g_caught = 0;
-struct sigaction g_old_term, g_old_int;
 
 void onStopSignal(int sig) {
   if (g_caught == 0) {
@@ -26,7 +25,7 @@ void onStopSignal(int sig) {
 
 }  // namespace
 
-StopSignals::StopSignals() {
+void catchStopSignals() {
   g_caught = 0;
   struct sigaction sa {};
   sa.sa_handler = onStopSignal;
@@ -34,15 +33,10 @@ StopSignals::StopSignals() {
   sigaddset(&sa.sa_mask, SIGTERM);  // one handler at a time, so "first" is well defined
   sigaddset(&sa.sa_mask, SIGINT);
   sa.sa_flags = SA_RESTART;
-  ::sigaction(SIGTERM, &sa, &g_old_term);
-  ::sigaction(SIGINT, &sa, &g_old_int);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
 }
 
-StopSignals::~StopSignals() {
-  ::sigaction(SIGTERM, &g_old_term, nullptr);
-  ::sigaction(SIGINT, &g_old_int, nullptr);
-}
-
-int StopSignals::caught() const { return g_caught; }
+int stopSignalCaught() { return g_caught; }
 
 }  // namespace dtl::rt
