@@ -29,14 +29,14 @@ uint64_t get(const float* at) {
   return h;
 }
 
-// Which ranks of the group hold another value of tensor k than most do
-// (ties: than the lowest rank), as the message's words.
+// Which ranks of the group hold another value of tensor k than most do, as
+// the message's words.
 std::string differing(const std::vector<uint64_t>& hashes, size_t tensors, size_t k, int size,
                       const std::vector<int64_t>& global) {
   std::vector<uint64_t> of(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) of[static_cast<size_t>(r)] = hashes[static_cast<size_t>(r) * tensors + k];
   uint64_t common = of[0];
-  int best = 0;
+  int best = 0;  // the most common value (the first of equally common ones)
   for (uint64_t h : of) {
     int n = static_cast<int>(std::count(of.begin(), of.end(), h));
     if (n > best) best = n, common = h;
@@ -48,6 +48,8 @@ std::string differing(const std::vector<uint64_t>& hashes, size_t tensors, size_
     for (size_t i = 0; i < ranks.size(); ++i) t += (i ? ", " : "") + std::to_string(ranks[i]);
     return t;
   };
+  // Without a strict majority there is no telling which is right: name them all.
+  if (2 * rest.size() <= global.size()) return list(global) + " hold different values";
   return list(odd) + (odd.size() == 1 ? " holds" : " hold") + " another value than " + list(rest);
 }
 
