@@ -9,6 +9,10 @@
 //    optimiser. A NaN/Inf loss stops the run naming the step and the last
 //    good checkpoint (checkpointing.h: older ones are dropped only once a
 //    newer one has led to a finite loss).
+//    Before the update every rank agrees (step_guard.h, one small
+//    all-reduce) whether to stop after this step (a SIGTERM/SIGINT on any
+//    rank: save, exit 0), to skip or stop for a non-finite gradient on any
+//    rank (train.on_nonfinite), or to stop because replicas diverged.
 // 3. Around it: metrics lines (steps counted from 1, loss before the update),
 //    progress or log lines, evaluation over the whole eval split, checkpoints.
 #include "runtime/exec/trainer.h"
@@ -193,6 +197,8 @@ class Trainer {
       std::vector<std::pair<std::string, double>> fields = {{"loss", loss}, {"lr", lr}, {"samples_per_s", rate},
                                                             {"step_s", step_s}, {"comm_wait_s", exec_->waitSeconds() - waited_before}};
       if (gathers_pieces_) fields.emplace_back("gather_wait_s", exec_->gatherWaitSeconds() - gathered_before);
+      // What clipping measured; a skipped step is not clipped (null: it was not finite).
+      if (c_.clip > 0) fields.emplace_back("grad_norm", verdict.skip ? std::nan("") : grad_norm_);
       std::vector<std::pair<std::string, int64_t>> ints = {{"step", step}, {"epoch", epoch}};
       if (c_.on_nonfinite == "skip") ints.emplace_back("skipped_steps", skipped_);
       if (lead_ && !c_.metrics_file.empty() && !writeMetrics(fields, ints)) return 1;
@@ -480,7 +486,7 @@ class Trainer {
 
   // Global-norm clipping over the whole gradients (grad_sync.h).
   bool clip(int64_t step) {
-    comm::Status s = clipOverPieces(params_, c_.clip, c_.comms);
+    comm::Status s = clipOverPieces(params_, c_.clip, c_.comms, grad_norm_);
     if (!s.ok) err_ += "step " + std::to_string(step) + ": clipping: " + s.message + "\n";
     return s.ok;
   }
@@ -665,6 +671,7 @@ class Trainer {
   bool gathers_pieces_ = false;  // zero = 3: the metrics say how long gathers of parameters were waited for
   Checkpointing checkpoints_;
   StepGuard guard_;
+  double grad_norm_ = 0;  // the global gradient norm clipping measured this step
   int64_t skipped_ = 0;  // steps skipped for a non-finite loss or gradient (on_nonfinite = skip)
 };
 

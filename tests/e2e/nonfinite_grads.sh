@@ -6,7 +6,7 @@
 #      one message names the tensor and the rank, no checkpoint of that step;
 #   2. on_nonfinite = skip: the step is skipped on every rank — parameters,
 #      Adam's moments (and step count) and the schedule unchanged — counted
-#      in the metrics, and training goes on finite.
+#      in the metrics (its grad_norm null), and training goes on finite.
 set -uo pipefail
 dtlc=$1; work=$2
 rm -rf "$work"; mkdir -p "$work"; cd "$work" || exit 1
@@ -29,6 +29,7 @@ train {
   steps = 8
   optimizer = adamw(lr = 0.01)
   schedule = linear(warmup = 3)
+  clip = 100.0
   seed = 3
   checkpoint "ck" every 1 steps
 }
@@ -62,9 +63,10 @@ import json, math, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
 skipped = [r["skipped_steps"] for r in rows]
 lr = {r["step"]: r["lr"] for r in rows}
-ok = (len(rows) == 8 and skipped == [0, 0, 0, 0, 1, 1, 1, 1] and lr[6] == lr[5] and lr[5] != lr[4]
+norms = [r["grad_norm"] for r in rows]  # null on the skipped step: it was not finite
+ok = (len(rows) == 8 and norms[4] is None and all(isinstance(n, float) for k, n in enumerate(norms) if k != 4) and skipped == [0, 0, 0, 0, 1, 1, 1, 1] and lr[6] == lr[5] and lr[5] != lr[4]
       and all(isinstance(r["loss"], float) and math.isfinite(r["loss"]) for r in rows))
-print("ok" if ok else "bad: skipped %s, lr %s, losses %s" % (skipped, lr, [r["loss"] for r in rows]))
+print("ok" if ok else "bad: skipped %s, lr %s, norms %s, losses %s" % (skipped, lr, norms, [r["loss"] for r in rows]))
 PY
 )
 if [ "$rc" -ne 0 ]; then
