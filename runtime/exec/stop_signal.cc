@@ -3,17 +3,20 @@
 
 #include <signal.h>
 
+#include <atomic>
+
 namespace dtl::rt {
 
 namespace {
 
-volatile sig_atomic_t g_caught = 0;
+// Any thread may run the handler (the collectives' and GEMM's workers too),
+// so the flag is an atomic the loop reads, lock-free so a handler may set it.
+std::atomic<int> g_caught{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 
 void onStopSignal(int sig) {
-  if (g_caught == 0) {
-    g_caught = sig;
-    return;
-  }
+  int none = 0;
+  if (g_caught.compare_exchange_strong(none, sig)) return;
   // The second: at once. sigaction and raise are async-signal-safe; the
   // signal is blocked while this handler runs, so it lands on return.
   struct sigaction dfl {};
@@ -26,7 +29,7 @@ void onStopSignal(int sig) {
 }  // namespace
 
 void catchStopSignals() {
-  g_caught = 0;
+  g_caught.store(0);
   struct sigaction sa {};
   sa.sa_handler = onStopSignal;
   sigemptyset(&sa.sa_mask);
@@ -37,6 +40,6 @@ void catchStopSignals() {
   ::sigaction(SIGINT, &sa, nullptr);
 }
 
-int stopSignalCaught() { return g_caught; }
+int stopSignalCaught() { return g_caught.load(); }
 
 }  // namespace dtl::rt
