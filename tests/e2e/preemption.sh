@@ -6,7 +6,8 @@
 #      same step, the launcher exits 0;
 #   2. SIGTERM to the launcher, which forwards it;
 #   3. SIGINT to one process run without a launcher;
-#   4. --term-timeout 0: the ranks are killed at once, the launcher says so.
+#   4. --term-timeout 0: the ranks are killed at once, the launcher says so;
+#   5. SIGTERM with --no-checkpoints: exit 0, saying nothing was saved.
 set -uo pipefail
 dtlc=$1; work=$2
 rm -rf "$work"; mkdir -p "$work"; cd "$work" || exit 1
@@ -90,6 +91,18 @@ if [ "$rc" -eq 143 ] && grep -q "ranks still running after --term-timeout 0 s we
   pass "--term-timeout 0: killed at once, exit 143: $(grep -m1 'term-timeout' budget.err)"
 else
   fail "--term-timeout 0: exit $rc; $(cat budget.err)"
+fi
+
+# 5. Nothing to save to.
+"$dtlc" run s.dtl --no-checkpoints --metrics none.jsonl >none.out 2>none.err &
+pid=$!
+wait_lines none.jsonl 3
+kill -TERM "$pid"
+wait "$pid"; rc=$?
+if [ "$rc" -eq 0 ] && grep -q "^stopped after step [0-9]* (SIGTERM): no checkpoint written" none.out; then
+  pass "--no-checkpoints: exit 0: $(grep '^stopped' none.out)"
+else
+  fail "--no-checkpoints: exit $rc; $(cat none.out none.err)"
 fi
 
 [ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
