@@ -127,7 +127,8 @@ void checkTrain(const Program& prog, TrainSpec& t, diag::Diagnostics& diags) {
   t.present = true;
   Constants c(diags);
   static const std::vector<std::string> kKeys = {"batch", "accumulate", "epochs", "steps", "optimizer",
-                                                 "schedule", "clip", "precision", "seed"};
+                                                 "schedule", "clip", "precision", "seed",
+                                                 "on_nonfinite", "replica_check"};
   std::set<std::string> seen;
   std::set<std::string> misspelt;  // settings that an unknown key was likely meant as
   Loc epochs_loc, steps_loc;
@@ -137,7 +138,8 @@ void checkTrain(const Program& prog, TrainSpec& t, diag::Diagnostics& diags) {
       std::string hint = diag::didYouMean(k, kKeys);
       if (!hint.empty()) misspelt.insert(diag::closest(k, kKeys));
       diags.error(s.key.loc, "unknown train setting `" + k + "`",
-                  hint.empty() ? "settings: batch, accumulate, epochs, steps, optimizer, schedule, clip, precision, seed"
+                  hint.empty() ? "settings: batch, accumulate, epochs, steps, optimizer, schedule, clip, precision, seed, "
+                                               "on_nonfinite, replica_check"
                                : hint);
       continue;
     }
@@ -174,6 +176,14 @@ void checkTrain(const Program& prog, TrainSpec& t, diag::Diagnostics& diags) {
         else diags.error(v.loc, "`train.precision` is f32 or bf16, got `" + n + "`");
       }
     } else if (k == "seed") c.integer(v, "`train.seed`", t.seed, 0);
+    else if (k == "on_nonfinite") {
+      std::string n;
+      if (c.name(v, "`train.on_nonfinite`", n)) {
+        if (n == "stop" || n == "skip") t.on_nonfinite = n;
+        else diags.error(v.loc, "`train.on_nonfinite` is stop or skip, got `" + n + "`",
+                         "stop: end the run naming the tensor and rank; skip: skip the step on every rank");
+      }
+    } else if (k == "replica_check") c.integer(v, "`train.replica_check`", t.replica_check, 0);
   }
   if (seen.count("epochs") && seen.count("steps"))
     diags.error(steps_loc, "both `epochs` and `steps` are set",

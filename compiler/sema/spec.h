@@ -112,6 +112,8 @@ struct TrainSpec {
   std::string schedule = "constant";
   std::map<std::string, double> schedule_args;
   std::optional<double> clip;
+  std::string on_nonfinite = "stop";  // stop | skip (a step with a non-finite loss or gradient)
+  int64_t replica_check = 100;        // steps between comparisons of replicas' hashes; 0 = never
   DType precision = DType::F32;
   int64_t seed = 0;
   Every log_every;

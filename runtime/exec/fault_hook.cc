@@ -1,84 +1,140 @@
+// fault_hook.h: the DTL_FAULT syntax.
 #include "runtime/exec/fault_hook.h"
 
 #include <signal.h>
 
-#include <charconv>
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 
 namespace dtl::rt {
 
 namespace {
 
-const char* const kKinds[] = {"stop", "kill"};
-const char* const kKeys[] = {"rank", "step", "restart"};
-
-std::vector<std::string> split(const std::string& s, char sep) {
+std::vector<std::string> splitOn(const std::string& s, char sep) {
   std::vector<std::string> out;
-  size_t at = 0;
-  for (;;) {
-    size_t next = s.find(sep, at);
-    out.push_back(s.substr(at, next == std::string::npos ? std::string::npos : next - at));
-    if (next == std::string::npos) return out;
-    at = next + 1;
-  }
+  std::string part;
+  std::istringstream in(s);
+  while (std::getline(in, part, sep)) out.push_back(part);
+  if (!s.empty() && s.back() == sep) out.emplace_back();
+  return out;
 }
 
-template <size_t N>
-bool oneOf(const std::string& s, const char* const (&names)[N]) {
-  for (const char* n : names)
-    if (s == n) return true;
-  return false;
+bool parseInteger(const std::string& s, int64_t& out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0' || v < 0) return false;
+  out = v;
+  return true;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
 }
 
 }  // namespace
 
-bool parseFaults(const std::string& text, std::vector<Fault>& out, std::string& err) {
+int64_t Fault::integer(const std::string& key, int64_t fallback) const {
+  auto it = args.find(key);
+  int64_t v = fallback;
+  if (it != args.end()) parseInteger(it->second, v);
+  return v;
+}
+
+std::string Fault::text(const std::string& key) const {
+  auto it = args.find(key);
+  return it == args.end() ? "" : it->second;
+}
+
+bool parseFaults(const std::string& text, const std::vector<FaultKind>& kinds, std::vector<Fault>& out,
+                 std::string& err) {
   out.clear();
-  for (const std::string& item : split(text, ',')) {
-    std::vector<std::string> parts = split(item, ':');
+  if (text.empty()) return true;
+  std::vector<std::string> kind_names;
+  for (const FaultKind& k : kinds) kind_names.push_back(k.name);
+  for (const std::string& item : splitOn(text, ',')) {
+    std::vector<std::string> parts = splitOn(item, ':');
     Fault f;
-    f.kind = parts[0];
-    if (!oneOf(f.kind, kKinds)) {
-      err = "DTL_FAULT: unknown fault `" + f.kind + "` in `" + item + "` (stop, kill)";
+    f.kind = parts.empty() ? "" : parts[0];
+    auto kind = std::find_if(kinds.begin(), kinds.end(), [&](const FaultKind& k) { return k.name == f.kind; });
+    if (kind == kinds.end()) {
+      err = std::string(kEnvFault) + ": unknown fault `" + f.kind + "` in `" + item + "` (known: " + joined(kind_names) + ")";
       return false;
     }
-    for (size_t k = 1; k < parts.size(); ++k) {
-      const std::string& kv = parts[k];
-      size_t eq = kv.find('=');
-      std::string key = kv.substr(0, eq), value = eq == std::string::npos ? "" : kv.substr(eq + 1);
-      int64_t v = 0;
-      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-      if (!oneOf(key, kKeys) || value.empty() || ec != std::errc() || end != value.data() + value.size() || v < 0) {
-        err = "DTL_FAULT: `" + kv + "` in `" + item + "` is not rank=N, step=N or restart=N";
+    for (size_t i = 1; i < parts.size(); ++i) {
+      const size_t eq = parts[i].find('=');
+      const std::string key = parts[i].substr(0, eq), value = eq == std::string::npos ? "" : parts[i].substr(eq + 1);
+      const auto& ints = kind->integer_keys;
+      const auto& texts = kind->text_keys;
+      const bool is_int = std::find(ints.begin(), ints.end(), key) != ints.end();
+      const bool is_text = std::find(texts.begin(), texts.end(), key) != texts.end();
+      int64_t ignored;
+      if (eq == std::string::npos || (!is_int && !is_text)) {
+        std::vector<std::string> keys = ints;
+        keys.insert(keys.end(), texts.begin(), texts.end());
+        err = std::string(kEnvFault) + ": `" + parts[i] + "` in `" + item + "`: `" + f.kind + "` takes key=value with keys " +
+              joined(keys);
         return false;
       }
-      f.args[key] = v;
+      if (is_int && !parseInteger(value, ignored)) {
+        err = std::string(kEnvFault) + ": `" + parts[i] + "` in `" + item + "`: `" + key + "` must be an integer";
+        return false;
+      }
+      f.args[key] = value;
     }
     out.push_back(std::move(f));
   }
   return true;
 }
 
-bool FaultHook::fromEnvironment(int rank, int restart, FaultHook& out, std::string& err) {
-  const char* text = std::getenv("DTL_FAULT");
+std::vector<const Fault*> faultsAt(const std::vector<Fault>& faults, const std::string& kind, int64_t rank,
+                                   int64_t step, int64_t restart) {
+  auto matches = [](const Fault& f, const char* key, int64_t v) { return !f.args.count(key) || f.integer(key, -1) == v; };
+  std::vector<const Fault*> out;
+  for (const Fault& f : faults)
+    if (f.kind == kind && matches(f, "rank", rank) && matches(f, "step", step) && matches(f, "restart", restart))
+      out.push_back(&f);
+  return out;
+}
+
+const std::vector<FaultKind>& knownFaults() {
+  static const std::vector<FaultKind> kinds = {{"stop", {"rank", "step", "restart"}, {}},
+                                               {"kill", {"rank", "step", "restart"}, {}},
+                                               {"nan_grad", {"rank", "step", "restart"}, {"tensor"}},
+                                               {"flip_bit", {"rank", "step", "restart"}, {"tensor"}}};
+  return kinds;
+}
+
+bool faultsFromEnvironment(std::vector<Fault>& out, std::string& err) {
+  const char* text = std::getenv(kEnvFault);
+  out.clear();
   if (text == nullptr || *text == '\0') return true;
+  if (!parseFaults(text, knownFaults(), out, err)) return false;
+  std::fprintf(stderr, "warning: %s=%s: faults will be injected (a test hook)\n", kEnvFault, text);
+  return true;
+}
+
+int64_t restartGeneration() {
+  const char* text = std::getenv("DTL_RESTART_COUNT");
+  int64_t v = 0;
+  return text != nullptr && parseInteger(text, v) ? v : 0;
+}
+
+bool FaultHook::fromEnvironment(int rank, int restart, FaultHook& out, std::string& err) {
   std::vector<Fault> faults;
-  if (!parseFaults(text, faults, err)) return false;
+  if (!faultsFromEnvironment(faults, err)) return false;
   out = FaultHook(std::move(faults), rank, restart);
-  std::fprintf(stderr, "warning: DTL_FAULT=%s: faults will be injected (a test hook)\n", text);
   return true;
 }
 
 bool FaultHook::due(const std::string& kind, int64_t step) const {
-  auto matches = [](const Fault& f, const char* key, int64_t v) {
-    auto it = f.args.find(key);
-    return it == f.args.end() || it->second == v;
-  };
-  for (const Fault& f : faults_)
-    if (f.kind == kind && matches(f, "rank", rank_) && matches(f, "step", step) && matches(f, "restart", restart_))
-      return true;
-  return false;
+  return !faultsAt(faults_, kind, rank_, step, restart_).empty();
 }
 
 void FaultHook::afterStep(int64_t step) const {

@@ -1,16 +1,21 @@
 // Test-only fault injection: DTL_FAULT makes a rank fail in a chosen way at
-// a chosen step, so the tests drive real failures through `dtlc run` (real
+// a chosen step, so tests drive real failures through `dtlc run` (real rank
 // processes, the real launcher). Not a user feature: a rank that finds
 // DTL_FAULT set says so on stderr.
 //
-// DTL_FAULT holds faults separated by `,`, each `kind:key=value:…`:
-//   stop:rank=1:step=3            rank 1 stops itself (SIGSTOP) after step 3
-//   kill:rank=1:step=3:restart=0  rank 1 kills itself (SIGKILL) after step 3,
-//                                 only in the job's first generation of ranks
-// Keys: rank (a global rank; absent: every rank), step (after that optimiser
-// step; absent: after every step), restart (only when the launcher has
-// restarted the ranks that many times, DTL_RESTART_COUNT; absent: always).
-// An unknown kind or key, or a value that is not a number, is an error.
+//   DTL_FAULT=nan_grad:rank=1:step=5,flip_bit:rank=0:step=3:tensor=l1.weight
+//
+// Faults are separated by `,`, each `kind:key=value:…`. The kinds:
+//   stop      the rank stops itself (SIGSTOP) after the step   (FaultHook)
+//   kill      the rank kills itself (SIGKILL) after the step   (FaultHook)
+//   nan_grad  a NaN in the step's gradient (of `tensor`)       (StepGuard)
+//   flip_bit  one bit of a parameter (`tensor`) flipped before the step (StepGuard)
+// Keys: rank (a global rank), step (an optimiser step), restart (the job's
+// generation: how often the launcher restarted the ranks, DTL_RESTART_COUNT);
+// each absent key matches every value; tensor (a parameter path) where the
+// kind takes one. An unknown kind or key, or a number that does not parse,
+// is an error, never ignored: a test that thinks it injected a fault must
+// not pass because none was.
 #pragma once
 
 #include <cstdint>
@@ -20,14 +25,45 @@
 
 namespace dtl::rt {
 
+inline constexpr const char* kEnvFault = "DTL_FAULT";
+
 struct Fault {
   std::string kind;
-  std::map<std::string, int64_t> args;  // rank, step, restart
+  std::map<std::string, std::string> args;
+
+  // The integer value of `key`, or `fallback` when absent (parseFaults
+  // checked it is an integer when the kind takes the key as one).
+  int64_t integer(const std::string& key, int64_t fallback) const;
+  std::string text(const std::string& key) const;
 };
 
-// Parses DTL_FAULT's text; false with `err` naming the bad part.
-bool parseFaults(const std::string& text, std::vector<Fault>& out, std::string& err);
+// A kind and the keys it takes; integer keys are checked as such.
+struct FaultKind {
+  std::string name;
+  std::vector<std::string> integer_keys;  // rank, step, restart
+  std::vector<std::string> text_keys;     // tensor
+};
 
+// Every kind dtl injects (the list above).
+const std::vector<FaultKind>& knownFaults();
+
+// Parses `text` (empty: no faults) into `out`, each fault's kind and keys
+// checked against `kinds`; false with `err` naming the bad part.
+bool parseFaults(const std::string& text, const std::vector<FaultKind>& kinds, std::vector<Fault>& out,
+                 std::string& err);
+
+// DTL_FAULT parsed against knownFaults() (none when unset or empty), with a
+// warning on stderr when set; false with `err` when it does not parse.
+bool faultsFromEnvironment(std::vector<Fault>& out, std::string& err);
+
+// The faults of `kind` due on `rank` at `step` in generation `restart`.
+std::vector<const Fault*> faultsAt(const std::vector<Fault>& faults, const std::string& kind, int64_t rank,
+                                   int64_t step, int64_t restart);
+
+// The job's generation (DTL_RESTART_COUNT; 0 when unset).
+int64_t restartGeneration();
+
+// The process-level kinds, run after each optimiser step.
 class FaultHook {
  public:
   FaultHook() = default;

@@ -18,9 +18,10 @@ namespace dtl::rt {
 // Clips the step gradients to `max_norm` (optim::clipGradNormFrom): a split
 // gradient's norm is the root of its pieces' summed squares (one all-reduce
 // per set of axes it is split on), a replicated one's is taken once, as one
-// process takes it — without splits, PyTorch's result to the bit.
+// process takes it — without splits, PyTorch's result to the bit. The
+// global norm before clipping goes to `total` (for the metrics).
 comm::Status clipOverPieces(std::vector<Param>& params, double max_norm,
-                            const std::map<std::string, comm::Communicator*>& comms);
+                            const std::map<std::string, comm::Communicator*>& comms, double& total);
 
 // With accumulation the gradients the program reduces in buckets are
 // reduced once per step: each micro-batch keeps its partial sums (the

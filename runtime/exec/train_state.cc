@@ -21,7 +21,9 @@ std::string trainStateJson(const TrainState& s) {
   // in a state read from an older checkpoint) is left out, as such a file
   // leaves it out: parseTrainState refuses a written 0.
   if (s.global_batch > 0) w.key("global_batch").value(s.global_batch);
-  w.key("world").value(s.world).endObject();
+  w.key("world").value(s.world);
+  if (s.skipped_steps > 0) w.key("skipped_steps").value(s.skipped_steps);  // absent in older files: none
+  w.endObject();
   return w.str();
 }
 
@@ -56,16 +58,18 @@ bool parseTrainState(const std::string& text, const TrainStateExpect& expect, Tr
     err = "not a JSON object";
     return false;
   }
-  static const std::set<std::string> known = {"step", "epoch", "step_in_epoch", "seed", "model", "global_batch", "world"};
+  static const std::set<std::string> known = {"step", "epoch", "step_in_epoch", "seed", "model", "global_batch", "world",
+                                             "skipped_steps"};
   for (const std::string& k : root.keys)
     if (!known.count(k)) {
-      err = "unknown field \"" + k + "\" (this build writes step, epoch, step_in_epoch, seed, model, global_batch, world)";
+      err = "unknown field \"" + k + "\" (this build writes step, epoch, step_in_epoch, seed, model, global_batch, world, skipped_steps)";
       return false;
     }
   TrainState s;
   if (!integer(root, "step", 0, false, s.step, err) || !integer(root, "epoch", 0, false, s.epoch, err) ||
       !integer(root, "step_in_epoch", 0, false, s.step_in_epoch, err) || !integer(root, "seed", 0, false, s.seed, err) ||
-      !integer(root, "global_batch", 1, true, s.global_batch, err) || !integer(root, "world", 1, true, s.world, err))
+      !integer(root, "global_batch", 1, true, s.global_batch, err) || !integer(root, "world", 1, true, s.world, err) ||
+      !integer(root, "skipped_steps", 0, true, s.skipped_steps, err))
     return false;
   const Literal* model = root.get("model");
   if (!model || model->type != Literal::Type::String) {
@@ -75,6 +79,11 @@ bool parseTrainState(const std::string& text, const TrainStateExpect& expect, Tr
   s.model = model->s;
   if (s.step != expect.step) {
     err = "\"step\" is " + std::to_string(s.step) + " but the checkpoint is of step " + std::to_string(expect.step);
+    return false;
+  }
+  if (s.skipped_steps > s.step) {
+    err = "\"skipped_steps\" is " + std::to_string(s.skipped_steps) + ", more than the " + std::to_string(s.step) +
+          " steps taken";
     return false;
   }
   if (s.model != expect.model) {

@@ -17,6 +17,7 @@ struct TrainState {
   std::string model;
   int64_t global_batch = 0;  // 0: not recorded (then this run's)
   int64_t world = 1;
+  int64_t skipped_steps = 0;  // of `step`, skipped for a non-finite gradient: the optimiser took step − this
 };
 
 std::string trainStateJson(const TrainState& s);

@@ -9,12 +9,17 @@
 //    optimiser. A NaN/Inf loss stops the run naming the step and the last
 //    good checkpoint (checkpointing.h: older ones are dropped only once a
 //    newer one has led to a finite loss).
+//    Before the update every rank agrees (step_guard.h, one small
+//    all-reduce) whether to stop after this step (a SIGTERM/SIGINT on any
+//    rank: save, exit 0), to skip or stop for a non-finite gradient on any
+//    rank (train.on_nonfinite), or to stop because replicas diverged.
 // 3. Around it: metrics lines (steps counted from 1, loss before the update),
 //    progress or log lines, evaluation over the whole eval split, checkpoints.
 #include "runtime/exec/trainer.h"
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -27,6 +32,7 @@
 #include "runtime/exec/grad_sync.h"
 #include "runtime/exec/param_init.h"
 #include "runtime/exec/param_shards.h"
+#include "runtime/exec/step_guard.h"
 #include "runtime/exec/train_state.h"
 #include "runtime/exec/writer_ranks.h"
 #include "runtime/io/checkpoint_store.h"
@@ -92,7 +98,7 @@ bool loadParams(const std::vector<io::TensorBlob>& blobs, std::vector<Param>& pa
 
 class Trainer {
  public:
-  Trainer(const TrainConfig& c, std::string& err, bool tty) : c_(c), err_(err), tty_(tty), checkpoints_(c) {}
+  Trainer(const TrainConfig& c, std::string& err, bool tty) : c_(c), err_(err), tty_(tty), checkpoints_(c), guard_(c) {}
 
   int run() {
     const prog::Program& g = *c_.program;
@@ -150,6 +156,7 @@ class Trainer {
       }
     }
     optim::Optimizer opt(c_.optimizer);
+    if (!guard_.start(err_)) return 1;
     io::Progress progress(total_, tty_);
     auto t0 = std::chrono::steady_clock::now();
     int64_t samples_since = 0;
@@ -160,16 +167,29 @@ class Trainer {
       const double waited_before = exec_->waitSeconds(), gathered_before = exec_->gatherWaitSeconds();
       int64_t epoch = train_loader_->cursor().first;
       double loss = 0;
+      guard_.beforeStep(step, params_);
       if (!microBatches(step, loss)) return 1;
-      if (!std::isfinite(loss)) {
+      if (!std::isfinite(loss) && c_.on_nonfinite != "skip") {
         err_ += "step " + std::to_string(step) + ": the loss is " + (std::isnan(loss) ? "NaN" : "infinite") +
                 "; stopping" + checkpoints_.diverged() +
                 "\nhint: lower the learning rate, or set `clip = 1.0` in `train`\n";
         return 1;
       }
-      if (!checkpoints_.confirm(err_)) return 1;
-      double lr = optim::scheduledLr(c_.schedule, c_.optimizer.lr, step + shift_, total_ + shift_);
-      if (!update(opt, step, lr)) return 1;
+      StepVerdict verdict;  // every rank's: stop after this step, skip it, or fail
+      if (!guard_.agree(step, loss, params_, verdict, err_)) {
+        if (verdict.nonfinite && c_.global_rank == 0)
+          err_ += checkpoints_.diverged() + "\nhint: `on_nonfinite = skip` in `train` skips such steps on every rank\n";
+        return 1;
+      }
+      if (std::isfinite(loss) && !checkpoints_.confirm(err_)) return 1;
+      // A skipped step moves neither the optimiser's step count nor the schedule.
+      const int64_t opt_step = step - skipped_;
+      double lr = optim::scheduledLr(c_.schedule, c_.optimizer.lr, opt_step + shift_, total_ + shift_);
+      if (verdict.skip) {
+        ++skipped_;
+      } else if (!update(opt, opt_step, lr)) {
+        return 1;
+      }
       if (step == start + 1 && !c_.memory_report.empty() && c_.global_rank == 0 && !reportMemory()) return 1;
       samples_since += c_.batch * c_.accumulate * c_.world;
       auto now = std::chrono::steady_clock::now();
@@ -180,7 +200,11 @@ class Trainer {
       std::vector<std::pair<std::string, double>> fields = {{"loss", loss}, {"lr", lr}, {"samples_per_s", rate},
                                                             {"step_s", step_s}, {"comm_wait_s", exec_->waitSeconds() - waited_before}};
       if (gathers_pieces_) fields.emplace_back("gather_wait_s", exec_->gatherWaitSeconds() - gathered_before);
-      if (lead_ && !c_.metrics_file.empty() && !writeMetrics(fields, {{"step", step}, {"epoch", epoch}})) return 1;
+      // What clipping measured; a skipped step is not clipped (null: it was not finite).
+      if (c_.clip > 0) fields.emplace_back("grad_norm", verdict.skip ? std::nan("") : grad_norm_);
+      std::vector<std::pair<std::string, int64_t>> ints = {{"step", step}, {"epoch", epoch}};
+      if (c_.on_nonfinite == "skip") ints.emplace_back("skipped_steps", skipped_);
+      if (lead_ && !c_.metrics_file.empty() && !writeMetrics(fields, ints)) return 1;
       window_loss += loss;
       ++window_steps;
       bool epoch_end = steps_per_epoch > 0 && (step + shift_) % steps_per_epoch == 0;
@@ -195,9 +219,11 @@ class Trainer {
       if (!c_.eval_fields.empty() && (due(c_.eval_every, step, epoch_end) || step == total_)) {
         if (!evaluate(step, epoch)) return 1;
       }
-      if (!c_.checkpoint_dir.empty() && (due(c_.checkpoint_every, step, epoch_end) || step == total_)) {
+      const bool stopping = verdict.stop_signal != 0;  // pre-empted: save this step, then end
+      if (!c_.checkpoint_dir.empty() && (due(c_.checkpoint_every, step, epoch_end) || step == total_ || stopping)) {
         if (!checkpoint(step)) return 1;
       }
+      if (stopping) return stopAfter(step, verdict.stop_signal);
     }
     if (!checkpoints_.confirm(err_)) return 1;  // training ended without diverging
     if (lead_) std::fputs(progress.finish().c_str(), stdout);
@@ -205,6 +231,21 @@ class Trainer {
   }
 
  private:
+  // Every rank stops after the same step (step_guard.h), the checkpoint
+  // saved: status 0, so a scheduler that pre-empted the job sees it end well.
+  int stopAfter(int64_t step, int signal) {
+    if (!checkpoints_.confirm(err_)) return 1;
+    if (!lead_) return 0;
+    std::string line = "stopped after step " + std::to_string(step) + " (" + (signal == SIGINT ? "SIGINT" : "SIGTERM") + "): ";
+    line += c_.checkpoint_dir.empty()
+                ? "no checkpoint written (the spec names no checkpoint folder, or --no-checkpoints)"
+                : "saved " + c_.checkpoint_dir + "/" + io::checkpointName(step) + "; --resume " + c_.checkpoint_dir +
+                      " continues from it";
+    std::fputs(((tty_ ? "\n" : "") + line + "\n").c_str(), stdout);
+    std::fflush(stdout);
+    return 0;
+  }
+
   // A line that cannot be written (a full disk) stops the run: a run must not
   // go on without the record it was asked to keep.
   bool writeMetrics(const std::vector<std::pair<std::string, double>>& fields,
@@ -448,7 +489,7 @@ class Trainer {
 
   // Global-norm clipping over the whole gradients (grad_sync.h).
   bool clip(int64_t step) {
-    comm::Status s = clipOverPieces(params_, c_.clip, c_.comms);
+    comm::Status s = clipOverPieces(params_, c_.clip, c_.comms, grad_norm_);
     if (!s.ok) err_ += "step " + std::to_string(step) + ": clipping: " + s.message + "\n";
     return s.ok;
   }
@@ -528,6 +569,7 @@ class Trainer {
     st.model = c_.model;
     st.global_batch = c_.batch * c_.world;
     st.world = c_.world;
+    st.skipped_steps = skipped_;
     c.state_json = trainStateJson(st);
     if (!checkpoints_.save(c, err_)) return false;
     return meet(step);
@@ -559,6 +601,7 @@ class Trainer {
     if (!restoreOptimizerState(c.optimizer)) return false;
     if (!seekData(state)) return false;
     start = c.step;
+    skipped_ = state.skipped_steps;
     if (lead_) std::fprintf(stdout, "resumed from %s at step %lld\n", c_.resume_dir.c_str(), static_cast<long long>(start));
     return true;
   }
@@ -638,6 +681,9 @@ class Trainer {
   bool lead_ = true;  // logs, prints and writes metrics
   bool gathers_pieces_ = false;  // zero = 3: the metrics say how long gathers of parameters were waited for
   Checkpointing checkpoints_;
+  StepGuard guard_;
+  double grad_norm_ = 0;  // the global gradient norm clipping measured this step
+  int64_t skipped_ = 0;  // steps skipped for a non-finite loss or gradient (on_nonfinite = skip)
 };
 
 }  // namespace

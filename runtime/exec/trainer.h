@@ -46,6 +46,8 @@ struct TrainConfig {
   optim::OptimizerConfig optimizer;
   optim::ScheduleConfig schedule;
   double clip = 0;  // 0 = no clipping
+  std::string on_nonfinite = "stop";  // stop | skip: a step with a non-finite loss or gradient (step_guard.h)
+  int64_t replica_check = 100;        // every K steps replicas compare hashes (replica_check.h); 0 = never
   int zero = 0;     // the spec's `zero`: at 1, accumulated gradients are reduce-scattered once per step
   uint64_t seed = 0;
   Period log_every, eval_every, checkpoint_every;

@@ -60,6 +60,7 @@ struct Plan {
   std::string iface;  // --iface, passed on as DTL_SOCKET_IFNAME; empty: none given
   std::chrono::seconds join_timeout{300};
   std::chrono::milliseconds stop_grace{5000};
+  std::chrono::milliseconds term_timeout{30000};
 };
 
 struct Outcome {
@@ -199,7 +200,7 @@ Outcome runGeneration(const Plan& p, int restart, SignalCatcher& signals, NodeWa
   std::optional<size_t> failed;
   std::string elsewhere;  // another node's failure, which stopped ours
   int interrupted_by = 0;
-  bool stopping = false, killed = false;
+  bool stopping = false, killed = false, second_signal = false;
   Clock::time_point kill_at = Clock::time_point::max(), drain_until = Clock::time_point::max();
   std::vector<pollfd> fds;
   for (;;) {
@@ -215,13 +216,15 @@ Outcome runGeneration(const Plan& p, int restart, SignalCatcher& signals, NodeWa
     ::poll(fds.data(), fds.size(), kPollMillis);
 
     for (int sig; (sig = signals.take()) != 0;) {
-      if (interrupted_by == 0) {
+      if (interrupted_by == 0) {  // the ranks save a checkpoint and end (step_guard.h), within the budget
         interrupted_by = sig;
         stopping = true;
         signalAll(sig);
+        kill_at = std::min(kill_at, Clock::now() + p.term_timeout);
       } else if (!killed) {
         signalAll(SIGKILL);
         killed = true;
+        second_signal = true;
       }
     }
     if (watch && elsewhere.empty() && (fds[1].revents & POLLIN)) {
@@ -280,10 +283,21 @@ Outcome runGeneration(const Plan& p, int restart, SignalCatcher& signals, NodeWa
     for (int* fd : {&c.out_fd, &c.err_fd})
       if (*fd >= 0) ::close(*fd), *fd = -1;
 
-  if (interrupted_by != 0)
-    return {128 + interrupted_by,
-            "interrupted by " + signalName(interrupted_by) + "; every rank was stopped" + describeStoppedKills(children),
+  if (interrupted_by != 0) {
+    // Pre-empted, and every rank stopped as asked (after a checkpoint): done.
+    if (std::all_of(children.begin(), children.end(), [](const Child& c) {
+          return WIFEXITED(c.wait_status) && WEXITSTATUS(c.wait_status) == 0;
+        })) {
+      std::fprintf(stderr, "dtl: %s: every rank stopped after the same step\n", signalName(interrupted_by).c_str());
+      return {};
+    }
+    const std::string budget = killed && !second_signal
+                                   ? "; ranks still running after --term-timeout " +
+                                         std::to_string(p.term_timeout.count() / 1000) + " s were killed"
+                                   : "";
+    return {128 + interrupted_by, "interrupted by " + signalName(interrupted_by) + "; every rank was stopped" + budget + describeStoppedKills(children),
             false};
+  }
   if (failed) {
     const Child& c = children[*failed];
     return {exitCode(c.wait_status), describeFailure(p, c) + describeStoppedKills(children), true};
@@ -354,6 +368,7 @@ int launch(const LaunchOptions& o, std::string& err) {
   p.node_rank = o.node_rank;
   p.join_timeout = o.join_timeout;
   p.stop_grace = o.stop_grace;
+  p.term_timeout = o.term_timeout;
   if (o.argv.empty()) {
     err = "no command for the ranks to run";
     return 2;

@@ -27,13 +27,17 @@ struct LaunchOptions {
   // Empty: DTL_JOB_TOKEN from the environment, else (one node) a fresh random one.
   std::string token;
   std::chrono::milliseconds stop_grace{5000};  // SIGTERM, then SIGKILL after this long
+  // After a SIGTERM/SIGINT forwarded to the ranks: how long they have to save
+  // a checkpoint and end before they are killed (--term-timeout).
+  std::chrono::milliseconds term_timeout{30000};
 };
 
 // Runs the job to its end. Returns 0 when every rank exited 0. Otherwise
 // `err` says why and the result is: the failed rank's exit status (128 +
 // signal number when it was killed), 128 + the signal when the launcher was
-// interrupted (SIGINT/SIGTERM are forwarded to every rank; a second one kills
-// them), 2 for invalid options (or when called inside a rank: DTL_LAUNCHED=1),
+// interrupted and a rank did not end with status 0 (SIGINT/SIGTERM are
+// forwarded to every rank, which save a checkpoint and exit 0 — then so does
+// the launcher; a second signal, or term_timeout passing, kills them), 2 for invalid options (or when called inside a rank: DTL_LAUNCHED=1),
 // 1 when the job could not start (too many ranks for a limit, launch_limits.h).
 // Across nodes, a failure on one node stops every node's ranks (node_watch.h)
 // and is named by every launcher. Rank 0 shares

@@ -1,7 +1,10 @@
 // clip.h: PyTorch's 2-norm reduction order and clip_grad_norm_ arithmetic.
 #include "runtime/optim/clip.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "runtime/optim/simd.h"
 
@@ -36,7 +39,38 @@ DTL_OPTIM_TARGET_FMA void scaleFma(float* DTL_OPTIM_RESTRICT g, int64_t n, float
   for (int64_t i = 0; i < n; ++i) g[i] = g[i] * c;
 }
 
+// The largest exponent field in x[0, n), over 8 independent lanes (so the
+// compiler keeps them in one vector register).
+DTL_OPTIM_INLINE uint32_t maxExponentLoop(const float* DTL_OPTIM_RESTRICT x, int64_t n) {
+  uint32_t lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) {
+      uint32_t bits;
+      std::memcpy(&bits, x + i + j, 4);
+      lane[j] = std::max(lane[j], bits & 0x7f800000u);
+    }
+  }
+  uint32_t worst = 0;
+  for (int j = 0; j < 8; ++j) worst = std::max(worst, lane[j]);
+  for (; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, 4);
+    worst = std::max(worst, bits & 0x7f800000u);
+  }
+  return worst;
+}
+
+uint32_t maxExponentBaseline(const float* x, int64_t n) { return maxExponentLoop(x, n); }
+DTL_OPTIM_TARGET_FMA uint32_t maxExponentFma(const float* x, int64_t n) { return maxExponentLoop(x, n); }
+
 }  // namespace
+
+bool allFinite(const float* x, int64_t n) {
+  if (n <= 0) return true;
+  const uint32_t worst = detail::useFmaBuild() ? maxExponentFma(x, n) : maxExponentBaseline(x, n);
+  return worst != 0x7f800000u;
+}
 
 float normTwo(const float* x, int64_t n) {
   if (n <= 0) return 0.0f;

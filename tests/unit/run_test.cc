@@ -362,7 +362,7 @@ TEST_F(Run, ResumeValidatesEveryStateField) {
             prefix + "\"global_batch\" is 0; it must be an integer from 1\n");
   EXPECT_EQ(resumeWith("\"world\":1", "\"world\":1,\"cursor\":3"),
             prefix + "unknown field \"cursor\" (this build writes step, epoch, step_in_epoch, seed, model, "
-                     "global_batch, world)\n");
+                     "global_batch, world, skipped_steps)\n");
   EXPECT_EQ(resumeWith(",\"seed\":7", ""), prefix + "\"seed\" is missing\n");
 }
 

@@ -34,6 +34,26 @@ TEST(TrainState, RoundTrips) {
   EXPECT_EQ(back.world, 2);
 }
 
+// A step skipped for a non-finite gradient is recorded (Adam's step count is
+// step − skipped_steps), and left out when there is none, as older files are.
+TEST(TrainState, SkippedStepsRoundTripAndAreChecked) {
+  TrainState s;
+  s.step = 12;
+  s.seed = 7;
+  s.model = "Net";
+  s.global_batch = 8;
+  s.skipped_steps = 2;
+  TrainState back;
+  std::string err;
+  ASSERT_TRUE(parseTrainState(trainStateJson(s), expectFor(s), back, err)) << err;
+  EXPECT_EQ(back.skipped_steps, 2);
+  s.skipped_steps = 0;
+  EXPECT_EQ(trainStateJson(s).find("skipped_steps"), std::string::npos);
+  s.skipped_steps = 13;
+  EXPECT_FALSE(parseTrainState(trainStateJson(s), expectFor(s), back, err));
+  EXPECT_EQ(err, "\"skipped_steps\" is 13, more than the 12 steps taken");
+}
+
 // An older checkpoint's state has no global_batch (read as 0, "not recorded");
 // writing that state again must give a file that reads back, not "global_batch": 0.
 // Found by fuzz/fuzz_train_state.cc (fuzz/regressions/train_state/crash-no-global-batch-written-as-0.json).

@@ -67,6 +67,9 @@ const char* const kRunHelp =
     "                       seconds a collective waits for the other ranks before\n"
     "                       the job stops, naming the collective and the ranks\n"
     "                       that did not arrive (default 300)\n"
+    "  --term-timeout S     after SIGTERM or a first SIGINT, seconds the ranks have\n"
+    "                       to finish the step, save a checkpoint and exit before\n"
+    "                       they are killed (default 30)\n"
     "  --ignore-memory-check\n"
     "                       start even when the plan's memory per rank × the ranks\n"
     "                       on this machine exceeds the memory it has available\n"
@@ -219,6 +222,8 @@ rt::TrainConfig makeConfig(const driver::Frontend& fe, const RunFlags& f) {
   c.schedule.warmup = t.schedule_args.count("warmup") ? t.schedule_args.at("warmup") : 0;
   c.schedule.min_lr = t.schedule_args.count("min_lr") ? t.schedule_args.at("min_lr") : 0;
   c.clip = t.clip.value_or(0);
+  c.on_nonfinite = t.on_nonfinite;
+  c.replica_check = t.replica_check;
   c.zero = static_cast<int>(spec.parallel.zero);
   c.seed = static_cast<uint64_t>(t.seed);
   c.log_every = period(t.log_every);
@@ -269,6 +274,7 @@ int launchRanks(const std::vector<std::string>& args, const RunFlags& f, std::st
   o.backend = f.backend;
   o.max_restarts = static_cast<int>(f.max_restarts);
   o.join_timeout = std::chrono::seconds(f.join_timeout);
+  o.term_timeout = std::chrono::seconds(f.term_timeout);
   std::string launch_err;
   int rc = rt::launch::launch(o, launch_err);
   if (rc != 0) err += "dtlc run: " + launch_err + (launch_err.empty() || launch_err.back() == '\n' ? "" : "\n");
@@ -293,7 +299,8 @@ std::string programText(const driver::Frontend& fe, const rt::TrainConfig& c) {
     text += "\n";
   }
   text += "shuffle " + std::to_string(c.shuffle) + ", clip " + std::to_string(c.clip) + ", lr " +
-          std::to_string(c.optimizer.lr) + ", schedule " + c.schedule.name + "\n";
+          std::to_string(c.optimizer.lr) + ", schedule " + c.schedule.name + ", on_nonfinite " + c.on_nonfinite +
+          ", replica_check " + std::to_string(c.replica_check) + "\n";
   return text;
 }
 
@@ -487,7 +494,9 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
   sampleSlice(fe.graph(), program, config);
   std::string train_err;
   int rc = rt::train(config, train_err, isatty(1) != 0 && env.rank == 0);
-  if (rc != 0) err += "dtlc run: " + (world > 1 ? "[rank " + std::to_string(env.rank) + "] " : std::string()) + train_err;
+  // A rank that stops with the others says nothing: the rank that saw why says it, once.
+  if (rc != 0 && !train_err.empty())
+    err += "dtlc run: " + (world > 1 ? "[rank " + std::to_string(env.rank) + "] " : std::string()) + train_err;
   return rc;
 }
 

@@ -13,6 +13,7 @@ std::string parseRun(const std::vector<std::string>& args, RunFlags& f) {
       .integer("--nnodes", f.nnodes, "a positive number of nodes", 1, 100000)
       .integer("--node-rank", f.node_rank, "this node's number, from 0", 0, 100000)
       .integer("--max-restarts", f.max_restarts, "a number from 0", 0, 1000000)
+      .integer("--term-timeout", f.term_timeout, "a number of seconds from 0", 0, 1000000000)
       .text("--master", f.master, "HOST:PORT")
       .text("--iface", f.iface, "a network interface, e.g. eth0")
       .text("--backend", f.backend, "", {"auto", "shm", "gloo"})
@@ -47,6 +48,7 @@ std::vector<std::string> runArgs(const RunFlags& f) {
   integer("--nnodes", f.nnodes, d.nnodes);
   integer("--node-rank", f.node_rank, d.node_rank);
   integer("--max-restarts", f.max_restarts, d.max_restarts);
+  integer("--term-timeout", f.term_timeout, d.term_timeout);
   text("--master", f.master, d.master);
   text("--iface", f.iface, d.iface);
   text("--backend", f.backend, d.backend);

@@ -1,0 +1,145 @@
+// step_guard.h: the per-step agreement, the non-finite scan and the faults.
+#include "runtime/exec/step_guard.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "runtime/exec/replica_check.h"
+#include "runtime/optim/clip.h"
+
+namespace dtl::rt {
+
+namespace {
+
+// The parameter a fault names (`tensor=PATH`), else the first with elements.
+Param* faultTarget(const Fault& f, std::vector<Param>& params, bool gradient) {
+  const std::string want = f.text("tensor");
+  for (Param& p : params) {
+    const size_t n = gradient ? p.grad.size() : p.value.size();
+    if (n > 0 && (want.empty() || p.spec->path == want)) return &p;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+StepGuard::StepGuard(const TrainConfig& c) : c_(c) {
+  for (int64_t size : c_.mesh) world_ *= size;
+  for (const auto& [axis, comm] : c_.comms) collective_ = collective_ || (comm && comm->size() > 1);
+}
+
+bool StepGuard::start(std::string& err) {
+  // dtlc run warned about DTL_FAULT already (FaultHook::fromEnvironment).
+  const char* text = std::getenv(kEnvFault);
+  if (!parseFaults(text ? text : "", knownFaults(), faults_, err)) return false;
+  restart_ = restartGeneration();
+  catchStopSignals();
+  return true;
+}
+
+void StepGuard::beforeStep(int64_t step, std::vector<Param>& params) {
+  for (const Fault* f : faultsAt(faults_, "flip_bit", c_.global_rank, step, restart_)) {
+    if (Param* p = faultTarget(*f, params, false)) {
+      uint32_t bits;
+      std::memcpy(&bits, p->value.data(), 4);
+      bits ^= 1u;  // the lowest mantissa bit: the smallest change a float can take
+      std::memcpy(p->value.data(), &bits, 4);
+    }
+  }
+}
+
+comm::Status StepGuard::allReduceWorld(std::vector<float>& v) {
+  if (!c_.program) return {};
+  for (const layout::MeshAxis& axis : c_.program->mesh) {
+    auto it = c_.comms.find(axis.name);
+    if (it == c_.comms.end() || !it->second || it->second->size() <= 1) continue;
+    comm::Status s = it->second->allReduce(v.data(), static_cast<int64_t>(v.size()))->wait();
+    if (!s.ok) return {false, "over `" + axis.name + "`: " + s.message};
+  }
+  return {};
+}
+
+int64_t StepGuard::firstNonfinite(double loss, const std::vector<Param>& params) const {
+  if (!std::isfinite(loss)) return 1;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (!optim::allFinite(params[i].step_grad, static_cast<int64_t>(params[i].grad.size()))) return 2 + static_cast<int64_t>(i);
+  return 0;
+}
+
+bool StepGuard::agree(int64_t step, double loss, std::vector<Param>& params, StepVerdict& v, std::string& err) {
+  for (const Fault* f : faultsAt(faults_, "nan_grad", c_.global_rank, step, restart_))
+    if (Param* p = faultTarget(*f, params, true)) p->step_grad[0] = std::numeric_limits<float>::quiet_NaN();
+  ReplicaCheck replicas;
+  if (collective_ && c_.replica_check > 0 && step % c_.replica_check == 0) {
+    comm::Status s = checkReplicas(params, optim::stateNames(c_.optimizer), *c_.program, c_.comms, c_.global_rank, replicas);
+    if (!s.ok) {
+      err += "step " + std::to_string(step) + ": " + s.message + "\n";
+      return false;
+    }
+  }
+  const int64_t mine = firstNonfinite(loss, params);
+  const int sig = stopSignalCaught();
+  std::vector<float> vote = {sig == SIGTERM ? 1.0f : 0.0f, sig == SIGINT ? 1.0f : 0.0f, mine != 0 ? 1.0f : 0.0f,
+                             replicas.diverged ? 1.0f : 0.0f};
+  if (collective_) {
+    comm::Status s = allReduceWorld(vote);
+    if (!s.ok) {
+      err += "step " + std::to_string(step) + ": agreeing on the step's outcome with the other ranks: " + s.message + "\n";
+      return false;
+    }
+  }
+  if (vote[3] > 0) {
+    if (!replicas.message.empty())
+      err += "step " + std::to_string(step) + ": " + replicas.message +
+             "stopping: ranks that should hold identical tensors do not (a hardware fault, or a bug: please report it)\n";
+    return false;
+  }
+  v.stop_signal = vote[0] > 0 ? SIGTERM : vote[1] > 0 ? SIGINT : 0;
+  if (vote[2] > 0) {
+    if (c_.on_nonfinite == "skip") {
+      v.skip = true;
+      return true;
+    }
+    v.nonfinite = true;
+    return nonfiniteMessage(step, loss, params, mine, err);
+  }
+  return true;
+}
+
+// Every rank learns which rank saw the first non-finite tensor (the lowest
+// rank that saw one, its first tensor in parameter order): a second round,
+// one slot per rank.
+bool StepGuard::nonfiniteMessage(int64_t step, double loss, const std::vector<Param>& params, int64_t mine,
+                                 std::string& err) {
+  int64_t rank = c_.global_rank, code = mine;
+  if (collective_) {
+    std::vector<float> who(static_cast<size_t>(world_), 0.0f);
+    who[static_cast<size_t>(c_.global_rank)] = static_cast<float>(mine);
+    comm::Status s = allReduceWorld(who);
+    if (!s.ok) {
+      err += "step " + std::to_string(step) + ": naming the non-finite gradient: " + s.message + "\n";
+      return false;
+    }
+    for (rank = 0; rank < world_ && who[static_cast<size_t>(rank)] == 0; ++rank) {
+    }
+    code = rank < world_ ? static_cast<int64_t>(who[static_cast<size_t>(rank)]) : 0;
+  }
+  if (c_.global_rank != 0) return false;  // rank 0 says it, once
+  const std::string on = world_ > 1 ? " on rank " + std::to_string(rank) : "";
+  if (code == 1) {
+    err += "step " + std::to_string(step) + ": the loss is " + (std::isnan(loss) ? "NaN" : "not finite") + on;
+  } else if (code >= 2 && code - 2 < static_cast<int64_t>(params.size())) {
+    err += "step " + std::to_string(step) + ": the gradient of `" + params[static_cast<size_t>(code - 2)].spec->path +
+           "` is not finite" + on + " (the first such tensor); stopping before the update";
+  } else {
+    err += "step " + std::to_string(step) + ": a gradient is not finite; stopping before the update";
+  }
+  return false;
+}
+
+}  // namespace dtl::rt
