@@ -15,6 +15,7 @@
 #include <map>
 #include <random>
 
+#include "compiler/codegen/fuse_regions.h"
 #include "compiler/codegen/jit_x86.h"
 #include "compiler/driver/frontend.h"
 #include "compiler/program/plan_program.h"
@@ -49,7 +50,8 @@ void compileFigures(const std::string& samples) {
   const prog::Program p = fusedProgram(fe.graph());
   const std::string dir = std::filesystem::temp_directory_path() / ("dtl_jit_bench_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
-  codegen::ObjectCache cache{dir};
+  jit::JitOptions cache;
+  cache.cache.dir = dir;
   codegen::hostTarget();  // the JIT's one-time start, outside the figures
   std::string error;
   for (const char* what : {"cold (empty cache)", "warm (from the cache)"}) {
@@ -99,6 +101,53 @@ Bound randomData(const ir::Graph& g) {
   return b;
 }
 
+// --profile: the time of each fused region (jit) against its members' nodes (fast).
+struct TimedRegions : rt::RegionRunner {
+  rt::RegionRunner* inner;
+  std::map<int, double> ms;
+  rt::KernelStatus run(int region, const std::vector<const rt::TensorView*>& in, const std::vector<rt::TensorView*>& out,
+                       const rt::RunContext& ctx) override {
+    double t = now();
+    rt::KernelStatus s = inner->run(region, in, out, ctx);
+    ms[region] += (now() - t) * 1e3;
+    return s;
+  }
+};
+struct TimedBackend : rt::Backend {
+  std::unique_ptr<rt::Backend> inner = rt::makeFastBackend();
+  std::map<int, double> ms;
+  const char* name() const override { return "timed"; }
+  rt::KernelStatus run(const ir::Node& n, const std::vector<const rt::TensorView*>& in, rt::TensorView& out,
+                       const rt::RunContext& ctx) override {
+    double t = now();
+    rt::KernelStatus s = inner->run(n, in, out, ctx);
+    ms[n.id] += (now() - t) * 1e3;
+    return s;
+  }
+};
+
+void profile(const prog::Program& plain, const prog::Program& fused, Bound& b, rt::RegionRunner* regions, int threads) {
+  TimedRegions tr;
+  tr.inner = regions;
+  TimedBackend tb;
+  rt::RunContext ctx;
+  ctx.threads = threads;
+  for (auto [p, runner] : {std::pair{&plain, (rt::RegionRunner*)nullptr}, std::pair{&fused, (rt::RegionRunner*)&tr}}) {
+    rt::Executor ex(*p, tb, runner);
+    for (auto& [path, v] : b.params) ex.bindParam(path, v.data());
+    for (auto& [name, v] : b.floats) ex.setInput(name, v.data(), static_cast<int64_t>(v.size()));
+    for (auto& [name, v] : b.ints) ex.setInput(name, v.data(), static_cast<int64_t>(v.size()));
+    for (int k = 0; k < 3; ++k) ex.run(true, ctx);
+  }
+  for (size_t k = 0; k < fused.fused.size(); ++k) {
+    double f = 0;
+    for (int v : fused.fused[k].nodes) f += tb.ms[v];
+    prog::Fused m = fused.fused[k];
+    std::string text = codegen::printRegion(codegen::buildRegion(fused, m, "r"));
+    std::printf("region %zu: jit %.2f ms, fast %.2f ms (3 runs)\n%s", k, tr.ms[static_cast<int>(k)], f, text.c_str());
+  }
+}
+
 double stepMs(const prog::Program& p, Bound& b, rt::RegionRunner* regions, int runs, int threads) {
   std::unique_ptr<rt::Backend> fast = rt::makeFastBackend();
   rt::Executor ex(p, *fast, regions);
@@ -128,14 +177,15 @@ void stepFigures(const std::string& samples, const std::string& name, const std:
   const prog::Program fused = fusedProgram(fe.graph());
   std::string error;
   jit::JitStats s;
-  auto regions = jit::makeJitRegions(fused, codegen::ObjectCache{}, &error, &s);
+  auto regions = jit::makeJitRegions(fused, jit::JitOptions{}, &error, &s);
   if (!regions) {
     std::fprintf(stderr, "jit_bench: %s\n", error.c_str());
     return;
   }
   Bound b = randomData(fe.graph());
-  const int threads = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  const int threads = getenv("JIT_BENCH_THREADS") ? std::atoi(getenv("JIT_BENCH_THREADS")) : static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   const double f = stepMs(plain, b, nullptr, runs, threads), j = stepMs(fused, b, regions.get(), runs, threads);
+  if (getenv("JIT_BENCH_PROFILE")) profile(plain, fused, b, regions.get(), threads);
   std::printf("%s: forward+backward, median of %d on %d threads: fast %.2f ms, jit %.2f ms (%.2fx); %d regions, %d kernels\n",
               name.c_str(), runs, threads, f, j, f / j, s.regions, s.kernels);
 }

@@ -11,6 +11,8 @@
 //      region: a comparison is always a region output) and whose result's
 //      shape, as the region IR derives it (broadcast by name, the reduced dim
 //      dropped), is the node's own shape, names in the same order.
+//    With FuseRules::transcendentals false (`--kernels jit` on x86), the
+//    transcendental Unary fns and Softmax/LogSoftmax are not fusable either.
 //    Everything else runs as it does today: contractions, embeddings,
 //    attention, norms, dropout, cross-entropy, the *Grad kinds, collectives,
 //    views (Slice, Reshape, LocalSlice), casts, inputs and parameters.
@@ -51,7 +53,8 @@ using ir::Op;
 
 class Fuser {
  public:
-  Fuser(const prog::Program& p, const prog::Schedule& s) : p_(p), s_(s), n_(p.nodes.size()) {}
+  Fuser(const prog::Program& p, const prog::Schedule& s, const FuseRules& rules)
+      : p_(p), s_(s), rules_(rules), n_(p.nodes.size()) {}
 
   Fusion run() {
     positions();
@@ -105,6 +108,14 @@ class Fuser {
   const Shape& regionShape(int x) const { return node(source(x)).shape; }
   bool f32(int x) const { return node(source(x)).dtype == DType::F32; }
 
+  static bool transcendental(UnaryFn fn) {
+    switch (fn) {
+      case UnaryFn::Exp: case UnaryFn::Log: case UnaryFn::Tanh: case UnaryFn::Sigmoid:
+      case UnaryFn::Silu: case UnaryFn::Gelu: case UnaryFn::GeluTanh: return true;
+      default: return false;
+    }
+  }
+
   static std::optional<std::string> removedDim(const Shape& from, const Shape& to) {
     if (from.dims.size() != to.dims.size() + 1) return std::nullopt;
     for (size_t i = 0; i < from.dims.size(); ++i) {
@@ -121,8 +132,11 @@ class Fuser {
     for (int x : n.inputs)
       if (!f32(x)) return false;
     switch (n.op) {
-      case Op::Unary:
-        return n.dtype == DType::F32 && n.inputs.size() == 1 && parseUnaryFn(n.fn) && regionShape(n.inputs[0]) == n.shape;
+      case Op::Unary: {
+        auto fn = parseUnaryFn(n.fn);
+        if (fn && !rules_.transcendentals && transcendental(*fn)) return false;
+        return n.dtype == DType::F32 && n.inputs.size() == 1 && fn && regionShape(n.inputs[0]) == n.shape;
+      }
       case Op::Binary: {
         auto fn = parseBinaryFn(n.fn);
         if (!fn || n.inputs.size() != 2) return false;
@@ -139,7 +153,7 @@ class Fuser {
         return n.dtype == DType::F32 && n.inputs.size() == 1 && removedDim(regionShape(n.inputs[0]), n.shape).has_value();
       case Op::Softmax:
       case Op::LogSoftmax:
-        return n.dtype == DType::F32 && n.inputs.size() == 1 && n.names.size() == 1 &&
+        return rules_.transcendentals && n.dtype == DType::F32 && n.inputs.size() == 1 && n.names.size() == 1 &&
                regionShape(n.inputs[0]) == n.shape && n.shape.has(n.names[0]);
       default:
         return false;
@@ -312,6 +326,7 @@ class Fuser {
 
   const prog::Program& p_;
   const prog::Schedule& s_;
+  const FuseRules rules_;
   const size_t n_;
   std::vector<int> ready_, run_at_;
   std::vector<std::vector<int>> readers_;
@@ -328,7 +343,9 @@ std::string ids(const std::vector<int>& v) {
 
 }  // namespace
 
-Fusion fuseRegions(const prog::Program& p, const prog::Schedule& s) { return Fuser(p, s).run(); }
+Fusion fuseRegions(const prog::Program& p, const prog::Schedule& s, const FuseRules& rules) {
+  return Fuser(p, s, rules).run();
+}
 
 Fusion fuseRegions(const prog::Program& p) { return fuseRegions(p, p.train); }
 

@@ -27,8 +27,17 @@ struct Fusion {
   std::vector<int> region_of;        // per program node: its region, or -1 (runs as it does today)
 };
 
+// Which op classes may be fused: a fixed rule per target, never a timing.
+struct FuseRules {
+  // Unary exp log tanh sigmoid silu gelu gelu_tanh, Softmax and LogSoftmax:
+  // the generator evaluates them with a scalar double libm call per element
+  // (emit_llvm.h), several times slower on x86 than the fast backend's
+  // vectorised kernels, so `--kernels jit` leaves them unfused (false).
+  bool transcendentals = true;
+};
+
 // The regions of schedule `s` of the program (the training schedule's by default).
-Fusion fuseRegions(const prog::Program& p, const prog::Schedule& s);
+Fusion fuseRegions(const prog::Program& p, const prog::Schedule& s, const FuseRules& rules = {});
 Fusion fuseRegions(const prog::Program& p);
 
 // A region of the program rebuilt from its members (`f.nodes`, `f.folded`,

@@ -21,6 +21,9 @@ struct PlanOptions {
   // (compiler/codegen/fuse_regions.h), each run as one kernel: Program::fused
   // (`--kernels jit`). A member that is not a region output gets no storage.
   bool fuse = false;
+  // The fusion pass's rules (FuseRules in compiler/codegen/fuse_regions.h):
+  // `--kernels jit` leaves transcendentals to the fast kernels.
+  bool fuse_transcendentals = false;
 };
 
 prog::Program planProgram(const ir::Graph& g, const layout::Layout& layout, const std::vector<int64_t>& coords,

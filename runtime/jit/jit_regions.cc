@@ -6,7 +6,8 @@
 //
 // Threads: a kernel with a split (kernel_plan.h) runs in chunks of rows
 // fixed by the region alone (about kChunkWork points each), spread over
-// ctx.threads OpenMP threads. Every row is computed by the same call
+// ctx.threads OpenMP threads when the region is large enough
+// (JitOptions::parallel_work), else one after another on the caller. Every row is computed by the same call
 // whatever the thread count, so results are bitwise the same on any number
 // of threads (no reduction is ever split: a split dim is never reduced).
 #include "runtime/jit/jit_regions.h"
@@ -38,6 +39,7 @@ std::map<std::string, std::weak_ptr<codegen::JitKernel>>& shared() {
 struct Kernel {
   std::shared_ptr<codegen::JitKernel> jit;
   int64_t chunk_rows = 1, chunks = 1;
+  int64_t work = 0;  // points of all phases (a reduction's weighted)
 };
 
 // Rows per chunk: about kChunkWork points (a reduction's point counts its extent).
@@ -50,6 +52,7 @@ void chunking(Kernel& k) {
     if (ph.reduction >= 0) points *= 8;  // a reduction's inner loop; only the order of magnitude matters
     work += points;
   }
+  k.work = work;
   const int64_t per_row = std::max<int64_t>(work / plan.rows, 1);
   k.chunk_rows = std::max<int64_t>((kChunkWork + per_row - 1) / per_row, 1);
   k.chunks = (plan.rows + k.chunk_rows - 1) / k.chunk_rows;
@@ -57,7 +60,9 @@ void chunking(Kernel& k) {
 
 class JitRegions : public rt::RegionRunner {
  public:
-  bool build(const prog::Program& p, const codegen::ObjectCache& cache, std::string* error, JitStats& stats) {
+  bool build(const prog::Program& p, const JitOptions& options, std::string* error, JitStats& stats) {
+    const codegen::ObjectCache& cache = options.cache;
+    parallel_work_ = options.parallel_work;
     auto start = std::chrono::steady_clock::now();
     std::map<std::string, size_t> by_key;  // this program's kernels
     for (size_t k = 0; k < p.fused.size(); ++k) {
@@ -116,7 +121,7 @@ class JitRegions : public rt::RegionRunner {
       }
     }
     for (std::vector<float>& s : scratch_[static_cast<size_t>(region)]) buffers.push_back(s.data());
-    if (k.chunks <= 1 || ctx.threads <= 1) {
+    if (k.chunks <= 1 || ctx.threads <= 1 || k.work < parallel_work_) {
       for (int64_t c = 0; c < k.chunks; ++c)
         k.jit->runRows(buffers.data(), c * k.chunk_rows, std::min(plan.rows, (c + 1) * k.chunk_rows));
     } else {
@@ -132,6 +137,7 @@ class JitRegions : public rt::RegionRunner {
   }
 
  private:
+  int64_t parallel_work_ = 0;
   std::vector<Kernel> kernels_;
   std::vector<size_t> region_kernel_;                   // per region of the program
   std::vector<std::vector<std::vector<float>>> scratch_;  // per region: its kernel's scratch buffers
@@ -139,11 +145,11 @@ class JitRegions : public rt::RegionRunner {
 
 }  // namespace
 
-std::unique_ptr<rt::RegionRunner> makeJitRegions(const prog::Program& p, const codegen::ObjectCache& cache,
-                                                 std::string* error, JitStats* stats) {
+std::unique_ptr<rt::RegionRunner> makeJitRegions(const prog::Program& p, const JitOptions& options, std::string* error,
+                                                 JitStats* stats) {
   auto r = std::make_unique<JitRegions>();
   JitStats local;
-  if (!r->build(p, cache, error, stats ? *stats : local)) return nullptr;
+  if (!r->build(p, options, error, stats ? *stats : local)) return nullptr;
   return r;
 }
 

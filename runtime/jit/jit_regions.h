@@ -25,9 +25,17 @@ struct JitStats {
   double ms = 0;     // wall time to have them all
 };
 
+struct JitOptions {
+  codegen::ObjectCache cache;  // no folder: compile every kernel
+  // A region spreads its chunks of rows over ctx.threads only from this
+  // many points on: below it, starting threads costs more than it saves
+  // (an elementwise kernel is bound by memory). Tests lower it.
+  int64_t parallel_work = int64_t{1} << 20;
+};
+
 // nullptr with *error when a region cannot be compiled.
-std::unique_ptr<rt::RegionRunner> makeJitRegions(const prog::Program& p, const codegen::ObjectCache& cache,
-                                                 std::string* error, JitStats* stats = nullptr);
+std::unique_ptr<rt::RegionRunner> makeJitRegions(const prog::Program& p, const JitOptions& options, std::string* error,
+                                                 JitStats* stats = nullptr);
 
 // "jit: 12 regions, 9 kernels (3 compiled, 6 from the cache) in 85 ms"
 std::string describe(const JitStats& s);

@@ -57,16 +57,16 @@ int emitKernels(const prog::Program& p, const codegen::Fusion& f, bool ptx, std:
 }
 
 int makeJit(const prog::Program& p, std::unique_ptr<rt::RegionRunner>& runner, std::string& note, std::string& err) {
-  codegen::ObjectCache cache;
-  cache.dir = codegen::defaultCacheDir();
+  jit::JitOptions options;
+  options.cache.dir = codegen::defaultCacheDir();
   jit::JitStats stats;
   std::string error;
-  runner = jit::makeJitRegions(p, cache, &error, &stats);
+  runner = jit::makeJitRegions(p, options, &error, &stats);
   if (!runner) {
     err += "dtlc run: --kernels jit: " + error + "\n";
     return 1;
   }
-  note = jit::describe(stats) + (cache.dir.empty() ? " (no cache: neither XDG_CACHE_HOME nor HOME is set)" : "");
+  note = jit::describe(stats) + (options.cache.dir.empty() ? " (no cache: neither XDG_CACHE_HOME nor HOME is set)" : "");
   return 0;
 }
 
