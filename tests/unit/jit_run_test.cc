@@ -53,6 +53,26 @@ train {
 }
 )";
 
+// A comparison in a region: its Bool output, widened to the executor's int32.
+const char* const kCompare = R"(
+model M {
+  dim f = 16, h = 32, c = 4
+  input x : f32[batch, f]
+  input y : i32[batch]
+  l1 = Linear(f, h)
+  l2 = Linear(h, c)
+  logits = l2(relu(l1(x)))
+  loss = cross_entropy(logits, y, over = c)
+  metric positive = mean(cast(logits > 0.5 * logits * logits, f32))
+}
+data { train { synthetic(seed = 1) } }
+train {
+  batch = 24
+  steps = 1
+  optimizer = sgd(lr = 0.1)
+}
+)";
+
 // A sample (or, with `text`, that spec) at one rank, with random parameters
 // and inputs (labels and tokens within their tables).
 std::unique_ptr<Sample> load(const std::string& name, const std::string& batch, const char* text = nullptr) {
@@ -82,6 +102,7 @@ struct Result {
   Buf loss;
   std::map<std::string, Buf> grads;
   float eval_loss = 0;
+  std::map<std::string, float> metrics;
 };
 
 // One training run and one evaluation run of the program.
@@ -105,6 +126,7 @@ Result runOnce(Sample& s, const prog::Program& p, Backend& be, RegionRunner* reg
     const float* got = ex.grad(path);
     std::copy(got, got + b.size(), b.f.begin());
   }
+  for (const auto& [name, id] : g.metrics) r.metrics[name] = ex.value(id);
   st = ex.run(false, ctx);
   EXPECT_TRUE(st.ok) << st.message;
   r.eval_loss = ex.value(g.loss);
@@ -150,6 +172,7 @@ void checkSample(const std::string& name, const std::string& batch, const std::s
   EXPECT_TRUE(close(f.loss, want.loss, 1e-4, 1e-5)) << name << " fast loss";
   EXPECT_TRUE(close(j.loss, want.loss, tol, 1e-5)) << name << " jit loss";
   EXPECT_NEAR(j.eval_loss, want.eval_loss, tol * std::fabs(want.eval_loss) + 1e-5) << name << " jit evaluation loss";
+  for (const auto& [metric, v] : want.metrics) EXPECT_NEAR(j.metrics.at(metric), v, tol * std::fabs(v) + 1e-5) << metric;
   for (const auto& [path, grad] : want.grads) {
     EXPECT_TRUE(close(f.grads.at(path), grad, 1e-4, 1e-5)) << name << " fast " << path;
     EXPECT_TRUE(close(j.grads.at(path), grad, tol, 1e-5)) << name << " jit " << path;
@@ -167,6 +190,10 @@ TEST_F(JitRun, TinyGptMatchesTheReferenceAsFastDoes) {
   checkSample("tiny_gpt.dtl", "4", path("cache"), true, kTinyGpt);
   // With the transcendentals fused too (softmax, gelu: --kernels jit leaves them to fast).
   checkSample("tiny_gpt.dtl", "4", path("cache"), true, kTinyGpt, true);
+}
+
+TEST_F(JitRun, AComparisonsBoolOutputIsWidened) {
+  checkSample("compare.dtl", "24", path("cache"), true, kCompare);
 }
 
 TEST_F(JitRun, CharGptMatchesFast) { checkSample("char_gpt.dtl", "2", path("cache"), false); }
