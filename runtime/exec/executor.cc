@@ -148,7 +148,11 @@ KernelStatus Executor::runFused(const prog::Schedule& s, int region, const RunCo
   if (!regions_) return {false, "the program has fused regions but no kernels to run them (--kernels jit)"};
   std::vector<const TensorView*> ins;
   std::vector<TensorView*> outs;
-  for (int x : f.inputs) ins.push_back(&views_[static_cast<size_t>(x)]);
+  for (int x : f.inputs) {
+    if (!views_[static_cast<size_t>(x)].data)
+      return {false, "fused region " + std::to_string(region) + " reads %" + std::to_string(x) + ", which has no value in this run"};
+    ins.push_back(&views_[static_cast<size_t>(x)]);
+  }
   for (int v : f.outputs) {
     TensorView& t = prepare(s, v);
     if (!t.data) return {false, "%" + std::to_string(v) + " (a fused region's output) has no storage in this run"};
