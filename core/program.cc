@@ -42,6 +42,12 @@ std::string scheduleText(const Program& p, const Schedule& s, const char* name) 
       const ir::Node& n = p[in.id];
       line = "  run   " + ir::printNode(n, "-> " + storageText(s.storage[static_cast<size_t>(in.id)]));
       line.pop_back();
+    } else if (in.kind == Instr::Fused) {
+      const Fused& f = p.fused[static_cast<size_t>(in.id)];
+      line = "  fused region " + std::to_string(in.id) + ": " + std::to_string(f.nodes.size() + f.folded.size()) + " nodes, reads";
+      for (int x : f.inputs) line += " %" + std::to_string(x);
+      line += ", writes";
+      for (int x : f.outputs) line += " %" + std::to_string(x) + " -> " + storageText(s.storage[static_cast<size_t>(x)]);
     } else {
       line = std::string(in.kind == Instr::Start ? "  start " : "  wait  ") + "group " + std::to_string(in.id);
       if (in.kind == Instr::Start) line += ": " + groupText(p, p.groups[static_cast<size_t>(in.id)]);
@@ -107,6 +113,13 @@ std::string printProgram(const Program& p) {
     out += " " + p.mesh[a].name + "=" + std::to_string(p.coords[a]) + "/" + std::to_string(p.mesh[a].size);
   out += "\n";
   for (const Group& g : p.groups) out += "group " + std::to_string(g.id) + ": " + groupText(p, g) + "\n";
+  for (size_t k = 0; k < p.fused.size(); ++k) {
+    std::string line = "fused " + std::to_string(k) + ":";
+    for (int x : p.fused[k].nodes) line += " %" + std::to_string(x);
+    if (!p.fused[k].folded.empty()) line += " (folded";
+    for (int x : p.fused[k].folded) line += " %" + std::to_string(x);
+    out += line + (p.fused[k].folded.empty() ? "\n" : ")\n");
+  }
   out += scheduleText(p, p.train, "train");
   out += scheduleText(p, p.eval, "eval");
   out += scheduleText(p, p.update, "update");

@@ -48,6 +48,7 @@ struct Instr {
     Run,    // compute (or feed, or view) node `id`
     Start,  // start communication group `id`
     Wait,   // wait for communication group `id`
+    Fused,  // run fused region `id` (Program::fused): one kernel computing its outputs
   } kind = Run;
   int id = -1;
   std::vector<int> frees;  // values whose storage is free once this instruction is done
@@ -71,6 +72,19 @@ struct Group {
   // whose members are views of it, and ZeRO-1's buckets, which keep the
   // step's gradients.
   bool transient = false;
+};
+
+// A fused region (compiler/codegen/fuse_regions.h), run as one kernel where
+// its first node ran: it reads `inputs` and writes `outputs`; its other
+// members are never stored (Storage::None).
+struct Fused {
+  std::vector<int> nodes;    // the members it computes, in the order they ran
+  std::vector<int> folded;   // members folded into it: scalar constants, Aligns its members read through
+  std::vector<int> inputs;   // values from outside, in the region's input order
+  std::vector<int> outputs;  // members read outside it, in the region's output order
+  bool operator==(const Fused& o) const {
+    return nodes == o.nodes && folded == o.folded && inputs == o.inputs && outputs == o.outputs;
+  }
 };
 
 struct Schedule {
@@ -98,6 +112,9 @@ struct Program {
   std::vector<int> outputs;  // the graph's: values read whole after a run (Executor::tensor)
   std::vector<std::pair<std::string, int>> grads;  // parameter path → its gradient's node
   std::vector<ir::Bucket> buckets;                 // the bucketing pass's, for reporting
+  // The fused regions the schedules' Fused instructions run (empty unless
+  // the program was planned for fused kernels: `--kernels jit`).
+  std::vector<Fused> fused;
 
   const ir::Node& operator[](int id) const { return nodes[static_cast<size_t>(id)]; }
   // The executor's buffer slots: the schedules number theirs from 0 and

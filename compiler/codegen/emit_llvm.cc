@@ -47,6 +47,7 @@ class Emitter {
   llvm::Function* bodyFunction(const std::string& name, llvm::GlobalValue::LinkageTypes linkage);
   Value* loop(int64_t n, const std::string& name, Value* init, const std::function<Value*(Value*, Value*)>& body);
   void loopNest(const Shape& s, size_t d, Coords& c, const std::function<void(const Coords&)>& body);
+  void loopRange(Value* lo, Value* hi, const std::string& name, const std::function<void(Value*)>& body);
   void point(const PlanPhase& phase, const Coords& c);
   Value* elementPtr(int buffer, const Coords& c);
   Value* value(int id, const Coords& c, Memo& memo);
@@ -63,12 +64,15 @@ class Emitter {
   llvm::LLVMContext& ctx_;
   llvm::IRBuilder<> b_;
   std::vector<Value*> bufs_;  // the buffer pointers inside the function being emitted
+  Value* begin_ = nullptr;    // x86: the rows of the split this call computes
+  Value* end_ = nullptr;
 };
 
 // A function over all buffers, `ptr noalias` each (the ABI promises they are
 // distinct), with its entry block as the insert point.
 llvm::Function* Emitter::bodyFunction(const std::string& name, llvm::GlobalValue::LinkageTypes linkage) {
   std::vector<llvm::Type*> params(plan_.buffers.size(), ptr());
+  if (target_ == Target::X86) params.insert(params.end(), {i64(), i64()});  // begin, end
   auto* fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
   auto* f = llvm::Function::Create(fty, linkage, name, m_);
   f->addFnAttr(llvm::Attribute::NoUnwind);
@@ -80,6 +84,12 @@ llvm::Function* Emitter::bodyFunction(const std::string& name, llvm::GlobalValue
     if (plan_.buffers[k].role == PlanBuffer::Role::Input) a->addAttr(llvm::Attribute::ReadOnly);
     a->setName(plan_.buffers[k].name);
     bufs_.push_back(a);
+  }
+  if (target_ == Target::X86) {
+    begin_ = f->getArg(static_cast<unsigned>(plan_.buffers.size()));
+    end_ = f->getArg(static_cast<unsigned>(plan_.buffers.size() + 1));
+    begin_->setName("begin");
+    end_->setName("end");
   }
   b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", f));
   return f;
@@ -110,12 +120,36 @@ Value* Emitter::loop(int64_t n, const std::string& name, Value* init,
   return next_acc;  // defined in the latch, exit's only predecessor
 }
 
+// for (i = lo; i < hi; ++i) body(i), bounds known only at run time.
+void Emitter::loopRange(Value* lo, Value* hi, const std::string& name, const std::function<void(Value*)>& body) {
+  llvm::Function* f = b_.GetInsertBlock()->getParent();
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  auto* head = llvm::BasicBlock::Create(ctx_, name + ".rows", f);
+  auto* exit = llvm::BasicBlock::Create(ctx_, name + ".rows.end", f);
+  b_.CreateCondBr(b_.CreateICmpSLT(lo, hi), head, exit);
+  b_.SetInsertPoint(head);
+  llvm::PHINode* i = b_.CreatePHI(i64(), 2, name);
+  i->addIncoming(lo, pre);
+  body(i);
+  Value* next = b_.CreateAdd(i, b_.getInt64(1), name + ".next", true, true);
+  i->addIncoming(next, b_.GetInsertBlock());
+  b_.CreateCondBr(b_.CreateICmpSLT(next, hi), head, exit);
+  b_.SetInsertPoint(exit);
+}
+
 void Emitter::loopNest(const Shape& s, size_t d, Coords& c, const std::function<void(const Coords&)>& body) {
   if (d == s.rank()) {
     body(c);
     return;
   }
   const Dim& dim = s.dims[d];
+  if (d == 0 && !plan_.split.empty() && target_ == Target::X86) {  // rows [begin, end) of the split
+    loopRange(begin_, end_, dim.name, [&](Value* i) {
+      c[dim.name] = i;
+      loopNest(s, d + 1, c, body);
+    });
+    return;
+  }
   loop(dim.size, dim.name, nullptr, [&](Value* i, Value*) -> Value* {
     c[dim.name] = i;
     loopNest(s, d + 1, c, body);
@@ -270,13 +304,15 @@ void Emitter::emitX86(const std::string& symbol) {
   }
   b_.CreateRetVoid();
 
-  auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {ptr()}, false);
+  auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {ptr(), i64(), i64()}, false);
   auto* entry = llvm::Function::Create(fty, llvm::GlobalValue::ExternalLinkage, symbol, m_);
   entry->addFnAttr(llvm::Attribute::NoUnwind);
   b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", entry));
   std::vector<Value*> args;
   for (size_t k = 0; k < plan_.buffers.size(); ++k)
     args.push_back(b_.CreateLoad(ptr(), b_.CreateConstInBoundsGEP1_64(ptr(), entry->getArg(0), k)));
+  args.push_back(entry->getArg(1));
+  args.push_back(entry->getArg(2));
   b_.CreateCall(body, args);
   b_.CreateRetVoid();
 }

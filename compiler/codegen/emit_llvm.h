@@ -27,9 +27,11 @@ namespace dtl::codegen {
 
 enum class Target { X86, NVPTX };
 
-// X86: one function `void SYMBOL(void** buffers)`, the buffers in the plan's
-// order (inputs, outputs, scratch), distinct and not overlapping; the phases
-// run in order as loop nests, last dim innermost.
+// X86: one function `void SYMBOL(void** buffers, i64 begin, i64 end)`, the
+// buffers in the plan's order (inputs, outputs, scratch), distinct and not
+// overlapping; the phases run in order as loop nests, last dim innermost,
+// the outermost over rows [begin, end) of the plan's split dim (ignored
+// without a split).
 // NVPTX: one kernel per phase, `SYMBOL_pK(ptr b0, …, ptr bN)` (every kernel
 // takes every buffer), launched in phase order with any 1-D grid: each thread
 // visits points gid, gid + gridsize, … of the phase's space.

@@ -11,6 +11,8 @@
 //      region: a comparison is always a region output) and whose result's
 //      shape, as the region IR derives it (broadcast by name, the reduced dim
 //      dropped), is the node's own shape, names in the same order.
+//    With FuseRules::transcendentals false (`--kernels jit` on x86), the
+//    transcendental Unary fns and Softmax/LogSoftmax are not fusable either.
 //    Everything else runs as it does today: contractions, embeddings,
 //    attention, norms, dropout, cross-entropy, the *Grad kinds, collectives,
 //    views (Slice, Reshape, LocalSlice), casts, inputs and parameters.
@@ -51,7 +53,8 @@ using ir::Op;
 
 class Fuser {
  public:
-  explicit Fuser(const prog::Program& p) : p_(p), n_(p.nodes.size()) {}
+  Fuser(const prog::Program& p, const prog::Schedule& s, const FuseRules& rules)
+      : p_(p), s_(s), rules_(rules), n_(p.nodes.size()) {}
 
   Fusion run() {
     positions();
@@ -68,7 +71,7 @@ class Fuser {
   void positions() {
     ready_.assign(n_, INT_MAX);
     run_at_.assign(n_, INT_MAX);
-    const auto& instrs = p_.train.instrs;
+    const auto& instrs = s_.instrs;
     for (size_t i = 0; i < instrs.size(); ++i) {
       const prog::Instr& in = instrs[i];
       if (in.kind == prog::Instr::Run) {
@@ -89,6 +92,7 @@ class Fuser {
     if (p_.loss >= 0) caller_[static_cast<size_t>(p_.loss)] = true;
     for (const auto& [name, id] : p_.metrics) caller_[static_cast<size_t>(id)] = true;
     for (const auto& [path, id] : p_.grads) caller_[static_cast<size_t>(id)] = true;
+    for (int id : p_.outputs) caller_[static_cast<size_t>(id)] = true;
   }
 
   bool isConst(int id) const {
@@ -103,6 +107,14 @@ class Fuser {
   // The shape the region IR gives operand x, and whether it is f32.
   const Shape& regionShape(int x) const { return node(source(x)).shape; }
   bool f32(int x) const { return node(source(x)).dtype == DType::F32; }
+
+  static bool transcendental(UnaryFn fn) {
+    switch (fn) {
+      case UnaryFn::Exp: case UnaryFn::Log: case UnaryFn::Tanh: case UnaryFn::Sigmoid:
+      case UnaryFn::Silu: case UnaryFn::Gelu: case UnaryFn::GeluTanh: return true;
+      default: return false;
+    }
+  }
 
   static std::optional<std::string> removedDim(const Shape& from, const Shape& to) {
     if (from.dims.size() != to.dims.size() + 1) return std::nullopt;
@@ -120,8 +132,11 @@ class Fuser {
     for (int x : n.inputs)
       if (!f32(x)) return false;
     switch (n.op) {
-      case Op::Unary:
-        return n.dtype == DType::F32 && n.inputs.size() == 1 && parseUnaryFn(n.fn) && regionShape(n.inputs[0]) == n.shape;
+      case Op::Unary: {
+        auto fn = parseUnaryFn(n.fn);
+        if (fn && !rules_.transcendentals && transcendental(*fn)) return false;
+        return n.dtype == DType::F32 && n.inputs.size() == 1 && fn && regionShape(n.inputs[0]) == n.shape;
+      }
       case Op::Binary: {
         auto fn = parseBinaryFn(n.fn);
         if (!fn || n.inputs.size() != 2) return false;
@@ -138,7 +153,7 @@ class Fuser {
         return n.dtype == DType::F32 && n.inputs.size() == 1 && removedDim(regionShape(n.inputs[0]), n.shape).has_value();
       case Op::Softmax:
       case Op::LogSoftmax:
-        return n.dtype == DType::F32 && n.inputs.size() == 1 && n.names.size() == 1 &&
+        return rules_.transcendentals && n.dtype == DType::F32 && n.inputs.size() == 1 && n.names.size() == 1 &&
                regionShape(n.inputs[0]) == n.shape && n.shape.has(n.names[0]);
       default:
         return false;
@@ -273,55 +288,23 @@ class Fuser {
     }
     for (size_t k = 0; k < regions.size(); ++k) {
       FusedRegion fr;
-      fr.region = Region("region" + std::to_string(k));
       std::set<int> in(regions[k].begin(), regions[k].end());
-      std::map<int, int> value;  // program node → region node
-      auto get = [&](int x) {
-        x = source(x);
-        auto it = value.find(x);
-        if (it != value.end()) return it->second;
-        int id;
-        if (isConst(x)) {
-          id = fr.region.constant(static_cast<float>(node(x).scalar));
-        } else {
-          if (in.count(x)) throw std::logic_error("fusion: a member read before it is computed");
-          id = fr.region.input("in" + std::to_string(fr.inputs.size()), node(x).shape);
-          fr.inputs.push_back(x);
-        }
-        value[x] = id;
-        return id;
-      };
-      for (int v : regions[k]) {
-        const Node& n = node(v);
-        int id = -1;
-        switch (n.op) {
-          case Op::Unary: id = fr.region.unary(*parseUnaryFn(n.fn), get(n.inputs[0])); break;
-          case Op::Binary: {
-            int a = get(n.inputs[0]), b = get(n.inputs[1]);
-            id = fr.region.binary(*parseBinaryFn(n.fn), a, b);
-            break;
-          }
-          case Op::Reduce: id = fr.region.reduce(*parseReduceFn(n.fn), get(n.inputs[0]), n.names[0]); break;
-          case Op::ReduceTo:
-            id = fr.region.reduce(ReduceFn::Sum, get(n.inputs[0]), *removedDim(regionShape(n.inputs[0]), n.shape));
-            break;
-          case Op::Softmax: id = fr.region.softmax(get(n.inputs[0]), n.names[0]); break;
-          case Op::LogSoftmax: id = fr.region.logSoftmax(get(n.inputs[0]), n.names[0]); break;
-          default: throw std::logic_error("fusion: an unfusable node in a region");
-        }
-        if (fr.region.node(id).shape != n.shape) throw std::logic_error("fusion: a region shape differs from its node's");
-        value[v] = id;
-      }
+      fr.members.nodes = regions[k];
+      // Its own folded nodes, and every folded Align it reads through (one
+      // folded into another region's reader too).
+      std::set<int> folded(extra[k].begin(), extra[k].end());
+      for (int v : regions[k])
+        for (int x : node(v).inputs)
+          for (; folded_[static_cast<size_t>(x)]; x = node(x).inputs[0]) folded.insert(x);
+      fr.members.folded.assign(folded.begin(), folded.end());
       for (int v : regions[k]) {
         bool out = caller_[static_cast<size_t>(v)] || readers_[static_cast<size_t>(v)].empty();
         for (int r : readers_[static_cast<size_t>(v)]) out = out || !readsInside(r, in);
-        if (out) {
-          fr.region.output("out" + std::to_string(fr.outputs.size()), value[v]);
-          fr.outputs.push_back(v);
-        }
+        if (out) fr.members.outputs.push_back(v);
       }
-      std::string bad = fr.region.validate();
-      if (!bad.empty()) throw std::logic_error("fusion: region" + std::to_string(k) + ": " + bad);
+      fr.region = buildRegion(p_, fr.members, "region" + std::to_string(k));
+      fr.inputs = fr.members.inputs;
+      fr.outputs = fr.members.outputs;
       fr.nodes = regions[k];
       for (int e : extra[k]) {
         fr.nodes.push_back(e);
@@ -342,6 +325,8 @@ class Fuser {
   }
 
   const prog::Program& p_;
+  const prog::Schedule& s_;
+  const FuseRules rules_;
   const size_t n_;
   std::vector<int> ready_, run_at_;
   std::vector<std::vector<int>> readers_;
@@ -358,7 +343,70 @@ std::string ids(const std::vector<int>& v) {
 
 }  // namespace
 
-Fusion fuseRegions(const prog::Program& p) { return Fuser(p).run(); }
+Fusion fuseRegions(const prog::Program& p, const prog::Schedule& s, const FuseRules& rules) {
+  return Fuser(p, s, rules).run();
+}
+
+Fusion fuseRegions(const prog::Program& p) { return fuseRegions(p, p.train); }
+
+// The members in the order they ran; an operand is looked through when it
+// is a folded Align, a constant when it is a scalar f32 Const, a member's
+// value when computed before, else a new input.
+Region buildRegion(const prog::Program& p, prog::Fused& f, const std::string& name) {
+  Region r(name);
+  const std::set<int> folded(f.folded.begin(), f.folded.end());
+  std::map<int, int> value;  // program node → region node
+  f.inputs.clear();
+  auto get = [&](int x) {
+    while (folded.count(x) && p[x].op == Op::Align) x = p[x].inputs[0];
+    auto it = value.find(x);
+    if (it != value.end()) return it->second;
+    const Node& n = p[x];
+    int id;
+    if (n.op == Op::Const && n.dtype == DType::F32 && n.shape.scalar()) {
+      id = r.constant(static_cast<float>(n.scalar));
+    } else {
+      if (std::find(f.nodes.begin(), f.nodes.end(), x) != f.nodes.end())
+        throw std::logic_error("fusion: a member read before it is computed");
+      id = r.input("in" + std::to_string(f.inputs.size()), n.shape);
+      f.inputs.push_back(x);
+    }
+    value[x] = id;
+    return id;
+  };
+  auto removed = [](const Shape& from, const Shape& to) {
+    for (const Dim& d : from.dims)
+      if (!to.has(d.name)) return d.name;
+    throw std::logic_error("fusion: a sum that removes no dim");
+  };
+  for (int v : f.nodes) {
+    const Node& n = p[v];
+    int id = -1;
+    switch (n.op) {
+      case Op::Unary: id = r.unary(*parseUnaryFn(n.fn), get(n.inputs[0])); break;
+      case Op::Binary: {
+        int a = get(n.inputs[0]), b = get(n.inputs[1]);
+        id = r.binary(*parseBinaryFn(n.fn), a, b);
+        break;
+      }
+      case Op::Reduce: id = r.reduce(*parseReduceFn(n.fn), get(n.inputs[0]), n.names[0]); break;
+      case Op::ReduceTo: {
+        int a = get(n.inputs[0]);
+        id = r.reduce(ReduceFn::Sum, a, removed(r.node(a).shape, n.shape));
+        break;
+      }
+      case Op::Softmax: id = r.softmax(get(n.inputs[0]), n.names[0]); break;
+      case Op::LogSoftmax: id = r.logSoftmax(get(n.inputs[0]), n.names[0]); break;
+      default: throw std::logic_error("fusion: an unfusable node in a region");
+    }
+    if (r.node(id).shape != n.shape) throw std::logic_error("fusion: a region shape differs from its node's");
+    value[v] = id;
+  }
+  for (size_t k = 0; k < f.outputs.size(); ++k) r.output("out" + std::to_string(k), value.at(f.outputs[k]));
+  std::string bad = r.validate();
+  if (!bad.empty()) throw std::logic_error("fusion: " + name + ": " + bad);
+  return r;
+}
 
 std::string printFusion(const prog::Program& p, const Fusion& f) {
   size_t fused = 0;

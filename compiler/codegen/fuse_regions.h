@@ -1,8 +1,8 @@
 // The fusion pass: a rank's program (core/program.h, local shapes) → fused
 // regions (region.h), each one kernel for the generator (emit_llvm.h). The
-// rules are at the top of fuse_regions.cc. The executor does not run the
-// regions yet: `dtlc check --emit=fused|llvm|ptx` prints them, and the tests
-// compile every sample's regions for x86 and sm_90.
+// rules are at the top of fuse_regions.cc. The program planner applies them
+// when a program is planned for fused kernels (Program::fused, `--kernels
+// jit`); `dtlc check --emit=fused|llvm|ptx` prints them.
 #pragma once
 
 #include <string>
@@ -19,6 +19,7 @@ struct FusedRegion {
                             // constants and broadcasts included)
   std::vector<int> inputs;  // program node id read by each region input, in the region's input order
   std::vector<int> outputs; // program node id written by each region output, in output order
+  prog::Fused members;      // as the program stores it (Program::fused): computed members in run order
 };
 
 struct Fusion {
@@ -26,7 +27,24 @@ struct Fusion {
   std::vector<int> region_of;        // per program node: its region, or -1 (runs as it does today)
 };
 
+// Which op classes may be fused: a fixed rule per target, never a timing.
+struct FuseRules {
+  // Unary exp log tanh sigmoid silu gelu gelu_tanh, Softmax and LogSoftmax:
+  // the generator evaluates them with a scalar double libm call per element
+  // (emit_llvm.h), several times slower on x86 than the fast backend's
+  // vectorised kernels, so `--kernels jit` leaves them unfused (false).
+  bool transcendentals = true;
+};
+
+// The regions of schedule `s` of the program (the training schedule's by default).
+Fusion fuseRegions(const prog::Program& p, const prog::Schedule& s, const FuseRules& rules = {});
 Fusion fuseRegions(const prog::Program& p);
+
+// A region of the program rebuilt from its members (`f.nodes`, `f.folded`,
+// `f.outputs`); sets `f.inputs` to the values it reads, in input order. The
+// fusion pass builds its regions with it, and the executor's kernels are
+// compiled from what it gives for Program::fused.
+Region buildRegion(const prog::Program& p, prog::Fused& f, const std::string& name);
 
 // `dtlc check --emit=fused`: every region with its program nodes (%N), how
 // many it fuses, its inputs and outputs, and the region's own text.

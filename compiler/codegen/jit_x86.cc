@@ -7,9 +7,14 @@
 #include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <optional>
 
 #include "compiler/codegen/emit_llvm.h"
 #include "core/hash.h"
+#include "core/xxhash.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
@@ -58,6 +63,7 @@ llvm::orc::JITTargetMachineBuilder hostBuilder(const HostTarget& h) {
   llvm::SubtargetFeatures features(h.features);
   b.addFeatures(features.getFeatures());
   b.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
+  b.setRelocationModel(llvm::Reloc::PIC_);  // objects loaded anywhere, calling libm through the GOT
   return b;
 }
 
@@ -113,10 +119,26 @@ std::unique_ptr<llvm::Module> hostModule(Engine& e, const Region& r, const Kerne
   return m;
 }
 
-std::string symbolFor(const Region& r, uint64_t id) {
-  std::string s = "dtl_";
-  for (char ch : r.name()) s += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-  return s + "_" + hex64(regionHash(r)) + "_" + std::to_string(id);
+// What the compiled code depends on besides the region (kernelCacheKey).
+constexpr const char* kFlags = "O3 pic no-fast-math reassoc-sum";
+
+std::string symbolFor(const Region& r) { return "dtl_" + hex64(regionHash(r)); }
+
+// The region's object file for the host (machine code of the O3-optimised module).
+bool objectFor(Engine& e, const Region& r, const KernelPlan& plan, std::string* object, std::string* error) {
+  llvm::LLVMContext ctx;
+  std::unique_ptr<llvm::Module> m = hostModule(e, r, plan, symbolFor(r), ctx, /*optimised=*/true, error);
+  if (!m) return false;
+  llvm::SmallVector<char, 0> bytes;
+  llvm::raw_svector_ostream os(bytes);
+  llvm::legacy::PassManager pm;
+  if (e.tm->addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile)) {
+    *error = "the x86 target cannot emit object files";
+    return false;
+  }
+  pm.run(*m);
+  object->assign(bytes.data(), bytes.size());
+  return true;
 }
 
 }  // namespace
@@ -126,12 +148,27 @@ HostTarget hostTarget() {
   return e.host;
 }
 
+// Each kernel in a JITDylib of its own: its symbol is the region's (the same
+// in every object the cache holds for it), so equal kernels loaded twice do
+// not clash, and removing the dylib frees its code.
 struct JitKernel::Resources {
-  llvm::orc::ResourceTrackerSP tracker;
+  llvm::orc::JITDylib* dylib = nullptr;
 };
 
 JitKernel::~JitKernel() {
-  if (resources_ && resources_->tracker) llvm::consumeError(resources_->tracker->remove());
+  if (!resources_ || !resources_->dylib) return;
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mu);
+  llvm::consumeError(e.jit->getExecutionSession().removeJITDylib(*resources_->dylib));
+}
+
+std::string kernelCacheKey(const Region& r) {
+  Engine& e = engine();
+  std::string text = printRegion(r);
+  text = text.substr(text.find('\n') + 1);  // the name line: equal kernels share an object
+  text += "\n" + e.host.triple + "\n" + e.host.cpu + "\n" + e.host.features + "\nLLVM " LLVM_VERSION_STRING "\ngenerator " +
+          std::to_string(kGeneratorVersion) + "\n" + kFlags;
+  return hex64(xxh64(text.data(), text.size(), 0)) + hex64(xxh64(text.data(), text.size(), 1));
 }
 
 void JitKernel::run(const std::vector<const float*>& inputs, const std::vector<void*>& outputs) {
@@ -144,10 +181,10 @@ void JitKernel::run(const std::vector<const float*>& inputs, const std::vector<v
   for (const float* p : inputs) args.push_back(const_cast<float*>(p));
   for (void* p : outputs) args.push_back(p);
   for (std::vector<float>& s : scratch_) args.push_back(s.data());
-  fn_(args.data());
+  fn_(args.data(), 0, plan_.rows);
 }
 
-std::unique_ptr<JitKernel> compileX86(const Region& r, std::string* error) {
+std::unique_ptr<JitKernel> compileX86(const Region& r, std::string* error, const ObjectCache* cache) {
   auto start = std::chrono::steady_clock::now();
   Engine& e = engine();
   if (!e.jit) {
@@ -163,24 +200,39 @@ std::unique_ptr<JitKernel> compileX86(const Region& r, std::string* error) {
   for (const PlanBuffer& b : k->plan_.buffers)
     if (b.role == PlanBuffer::Role::Scratch) k->scratch_.emplace_back(std::max<int64_t>(b.elements(), 1));
 
+  const std::string key = cache ? kernelCacheKey(r) : "";
+  std::optional<std::string> object = cache ? readCachedObject(*cache, key) : std::nullopt;
   std::lock_guard<std::mutex> lock(e.mu);
-  std::string symbol = symbolFor(r, e.next_id++);
-  auto ctx = std::make_unique<llvm::LLVMContext>();
-  std::unique_ptr<llvm::Module> m = hostModule(e, r, k->plan_, symbol, *ctx, /*optimised=*/true, error);
-  if (!m) return nullptr;
-  k->resources_ = std::make_unique<JitKernel::Resources>();
-  k->resources_->tracker = e.jit->getMainJITDylib().createResourceTracker();
-  if (llvm::Error err = e.jit->addIRModule(k->resources_->tracker,
-                                           llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx)))) {
-    *error = "JIT of region `" + r.name() + "`: " + errorText(std::move(err));
-    return nullptr;
+  // A cached object that LLVM refuses (a checksum cannot vouch for the
+  // writer) is compiled again and rewritten.
+  for (int attempt = object ? 0 : 1; attempt < 2; ++attempt) {
+    if (attempt == 1) {
+      object.emplace();
+      if (!objectFor(e, r, k->plan_, &*object, error)) return nullptr;
+    }
+    auto dylib = e.jit->createJITDylib("dtl_kernel_" + std::to_string(e.next_id++));
+    if (!dylib) {
+      *error = "JIT of region `" + r.name() + "`: " + errorText(dylib.takeError());
+      return nullptr;
+    }
+    dylib->addToLinkOrder(e.jit->getMainJITDylib());  // libm, through the process's symbols
+    llvm::Error err = e.jit->addObjectFile(*dylib, llvm::MemoryBuffer::getMemBufferCopy(*object, symbolFor(r)));
+    llvm::Expected<llvm::orc::ExecutorAddr> address =
+        err ? llvm::Expected<llvm::orc::ExecutorAddr>(std::move(err)) : e.jit->lookup(*dylib, symbolFor(r));
+    if (!address) {
+      std::string why = errorText(address.takeError());
+      llvm::consumeError(e.jit->getExecutionSession().removeJITDylib(*dylib));
+      if (attempt == 0) continue;
+      *error = "JIT of region `" + r.name() + "`: " + why;
+      return nullptr;
+    }
+    k->resources_ = std::make_unique<JitKernel::Resources>();
+    k->resources_->dylib = &*dylib;
+    k->fn_ = address->toPtr<void (*)(void**, int64_t, int64_t)>();
+    k->cached_ = attempt == 0;
+    if (attempt == 1 && cache) writeCachedObject(*cache, key, *object);
+    break;
   }
-  auto address = e.jit->lookup(symbol);  // compiles to machine code now
-  if (!address) {
-    *error = "JIT of region `" + r.name() + "`: " + errorText(address.takeError());
-    return nullptr;
-  }
-  k->fn_ = address->toPtr<void (*)(void**)>();
   k->compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return k;
 }
@@ -192,7 +244,7 @@ std::string x86Ir(const Region& r, bool optimised) {
   std::lock_guard<std::mutex> lock(e.mu);
   llvm::LLVMContext ctx;
   std::string error;
-  std::unique_ptr<llvm::Module> m = hostModule(e, r, planKernel(r), symbolFor(r, 0), ctx, optimised, &error);
+  std::unique_ptr<llvm::Module> m = hostModule(e, r, planKernel(r), symbolFor(r), ctx, optimised, &error);
   if (!m) return "; " + error + "\n";
   std::string text;
   llvm::raw_string_ostream os(text);

@@ -1,8 +1,9 @@
 // The x86 target: a region compiled for this machine's CPU (its name and
 // features from LLVM's host queries: AVX2 or AVX-512 as present, never
 // assumed), optimised at O3 and JIT-compiled with ORC LLJIT into this
-// process. Transcendentals call the process's libm (glibc). Not yet: the
-// object cache and the split over the executor's threads (issue 11).
+// process. Transcendentals call the process's libm (glibc). A kernel is
+// compiled to an object file and loaded into the JIT, so that object can be
+// kept in an object cache (object_cache.h) and loaded by later runs.
 #pragma once
 
 #include <memory>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "compiler/codegen/kernel_plan.h"
+#include "compiler/codegen/object_cache.h"
 #include "compiler/codegen/region.h"
 
 namespace dtl::codegen {
@@ -30,22 +32,37 @@ class JitKernel {
   // for reductions that are not outputs is allocated here. Buffers must not
   // overlap. Not reentrant across threads (the scratch is the kernel's).
   void run(const std::vector<const float*>& inputs, const std::vector<void*>& outputs);
+  // Reentrant: every buffer of the plan in its order (inputs, outputs, then
+  // scratch the caller owns), rows [begin, end) of plan().split (0 and
+  // plan().rows for all). Disjoint row ranges may run on different threads.
+  void runRows(void* const* buffers, int64_t begin, int64_t end) const { fn_(const_cast<void**>(buffers), begin, end); }
   const KernelPlan& plan() const { return plan_; }
-  double compileMs() const { return compile_ms_; }  // emit + optimise + machine code
+  double compileMs() const { return compile_ms_; }  // emit + optimise + machine code, or the cache's load
+  bool cached() const { return cached_; }           // loaded from the object cache, not compiled
 
  private:
-  friend std::unique_ptr<JitKernel> compileX86(const Region& r, std::string* error);
+  friend std::unique_ptr<JitKernel> compileX86(const Region& r, std::string* error, const ObjectCache* cache);
   JitKernel() = default;
   KernelPlan plan_;
-  void (*fn_)(void**) = nullptr;
+  void (*fn_)(void**, int64_t, int64_t) = nullptr;
+  bool cached_ = false;
   std::vector<std::vector<float>> scratch_;
   struct Resources;
   std::unique_ptr<Resources> resources_;  // the JIT's code for this kernel, freed with it
   double compile_ms_ = 0;
 };
 
-// nullptr with *error set when the region is malformed or LLVM fails.
-std::unique_ptr<JitKernel> compileX86(const Region& r, std::string* error);
+// Bumped whenever the generator's output for a region changes: part of the cache key.
+inline constexpr int kGeneratorVersion = 1;
+
+// nullptr with *error set when the region is malformed or LLVM fails. With
+// a cache, an object stored under the region's key is loaded instead of
+// compiled, and a compiled one is stored.
+std::unique_ptr<JitKernel> compileX86(const Region& r, std::string* error, const ObjectCache* cache = nullptr);
+
+// The cache key: a hash of the region's text (its name left out), the host
+// CPU and features, the LLVM version, kGeneratorVersion and the flags.
+std::string kernelCacheKey(const Region& r);
 
 // The region's LLVM IR for the host, before or after the O3 pipeline (for
 // printing: tools/codegen/print_region.cc).

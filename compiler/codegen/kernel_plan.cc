@@ -49,6 +49,14 @@ KernelPlan planKernel(const Region& r) {
     for (int b : stores_of[static_cast<size_t>(o.node)])
       if (std::find(phase->stores.begin(), phase->stores.end(), b) == phase->stores.end()) phase->stores.push_back(b);
   }
+  // 4. the split
+  bool split = !p.phases.empty();
+  for (const PlanPhase& phase : p.phases)
+    split = split && phase.space.rank() > 0 && phase.space.dims[0] == p.phases[0].space.dims[0];
+  if (split) {
+    p.split = p.phases[0].space.dims[0].name;
+    p.rows = p.phases[0].space.dims[0].size;
+  }
   return p;
 }
 

@@ -14,6 +14,11 @@
 // Elementwise nodes are never stored except as outputs: they are recomputed
 // where needed (a region is small; a reduction's result is the only thing
 // worth keeping).
+// 4. The split: when every phase's space starts with the same dim (never a
+//    reduced one: a reduction's space is its result's), rows of that dim are
+//    independent — each point reads and writes only its own row of what the
+//    kernel stores — so the x86 kernel takes a range of rows and callers may
+//    run disjoint ranges on different threads.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +51,8 @@ struct KernelPlan {
   std::vector<int> home;  // per node: the buffer a consumer loads it from, or -1 (recomputed)
   std::vector<PlanPhase> phases;
   int inputs = 0, outputs = 0, scratch = 0;  // buffer counts by role
+  std::string split;  // the dim every phase's outermost loop runs over, or "" (no split)
+  int64_t rows = 1;   // its size (1 without a split)
 };
 
 KernelPlan planKernel(const Region& r);

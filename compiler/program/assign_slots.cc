@@ -33,6 +33,12 @@ void assignSlots(prog::Program& p, prog::Schedule& s, const std::vector<bool>& k
       for (int x : p[in.id].inputs) last[static_cast<size_t>(x)] = std::max(last[static_cast<size_t>(x)], at);
       continue;
     }
+    if (in.kind == Instr::Fused) {  // one kernel: reads its inputs, writes its outputs
+      const prog::Fused& f = p.fused[static_cast<size_t>(in.id)];
+      for (int v : f.outputs) def[static_cast<size_t>(v)] = std::min(def[static_cast<size_t>(v)], at);
+      for (int x : f.inputs) last[static_cast<size_t>(x)] = std::max(last[static_cast<size_t>(x)], at);
+      continue;
+    }
     // A group writes its members from its start until it is waited for; a
     // bucket packs its operands when it starts, a single collective reads
     // its operand until it is waited for. Its own buffer is in use from

@@ -21,6 +21,10 @@
 //    liveness (assign_slots.cc). The optimiser step's schedule (updates in
 //    place, gathers of updated pieces into the parameters) takes the
 //    training schedule's slots but for those holding the step's gradients.
+// 5. With PlanOptions::fuse, the training and evaluation schedules' fused
+//    regions (compiler/codegen/fuse_regions.h): each region's members become
+//    one Fused instruction where its first member ran, members that are not
+//    region outputs lose their storage, and the slots are assigned again.
 #include "compiler/program/plan_program.h"
 
 #include <algorithm>
@@ -29,6 +33,7 @@
 #include <map>
 #include <set>
 
+#include "compiler/codegen/fuse_regions.h"
 #include "compiler/program/assign_slots.h"
 
 namespace dtl::program {
@@ -49,7 +54,7 @@ int64_t elements(const Node& n) { return n.shape.elements().value_or(0); }
 
 class Planner {
  public:
-  Planner(const ir::Graph& g, prog::Program& p) : g_(g), p_(p), n_(g.nodes.size()) {}
+  Planner(const ir::Graph& g, prog::Program& p, const PlanOptions& o) : g_(g), p_(p), o_(o), n_(g.nodes.size()) {}
 
   void run() {
     groups();
@@ -199,8 +204,39 @@ class Planner {
     for (const Node& n : g_.nodes)
       if (in[static_cast<size_t>(n.id)]) s.storage[static_cast<size_t>(n.id)] = storage(n, train);
     if (train) placeTraining(s);
+    if (o_.fuse) fuse(s);
     assignSlots(p_, s, kept(), pool);
     return s;
+  }
+
+  // 5. The schedule's regions replace their members' instructions.
+  void fuse(Schedule& s) {
+    codegen::FuseRules rules;
+    rules.transcendentals = o_.fuse_transcendentals;
+    const codegen::Fusion f = codegen::fuseRegions(p_, s, rules);
+    std::vector<int> first(n_, -1);  // per member: its region's index in p_.fused, at its first member
+    std::vector<bool> member(n_, false);
+    for (const codegen::FusedRegion& r : f.regions) {
+      auto at = std::find(p_.fused.begin(), p_.fused.end(), r.members);  // the eval schedule shares training's
+      const int k = static_cast<int>(at - p_.fused.begin());
+      if (at == p_.fused.end()) p_.fused.push_back(r.members);
+      first[static_cast<size_t>(r.members.nodes.front())] = k;
+      for (const std::vector<int>* list : {&r.members.nodes, &r.members.folded})
+        for (int v : *list) {
+          member[static_cast<size_t>(v)] = true;
+          if (std::find(r.members.outputs.begin(), r.members.outputs.end(), v) == r.members.outputs.end())
+            s.storage[static_cast<size_t>(v)] = Storage{};
+        }
+    }
+    std::vector<Instr> out;
+    for (const Instr& in : s.instrs) {
+      if (in.kind != Instr::Run || !member[static_cast<size_t>(in.id)]) {
+        out.push_back(in);
+      } else if (first[static_cast<size_t>(in.id)] >= 0) {
+        out.push_back(Instr{Instr::Fused, first[static_cast<size_t>(in.id)], {}});
+      }
+    }
+    s.instrs = std::move(out);
   }
 
   // The optimiser step: each Update in graph order, in place on its
@@ -444,6 +480,7 @@ class Planner {
 
   const ir::Graph& g_;
   prog::Program& p_;
+  const PlanOptions o_;
   const size_t n_;
   std::vector<int> group_of_;
   std::map<int, int64_t> offset_;  // bucket member → its offset in the flat buffer
@@ -501,7 +538,8 @@ void windowOf(const ir::Graph& g, const prog::Program& p, ir::Node& n) {
 
 }  // namespace
 
-prog::Program planProgram(const ir::Graph& g, const layout::Layout& layout, const std::vector<int64_t>& coords) {
+prog::Program planProgram(const ir::Graph& g, const layout::Layout& layout, const std::vector<int64_t>& coords,
+                          const PlanOptions& options) {
   prog::Program p;
   p.mesh = layout.mesh;
   p.coords = coords;
@@ -526,7 +564,7 @@ prog::Program planProgram(const ir::Graph& g, const layout::Layout& layout, cons
   p.outputs = g.outputs;
   p.grads = g.grads;
   p.buckets = g.buckets;
-  Planner(g, p).run();
+  Planner(g, p, options).run();
   return p;
 }
 

@@ -16,7 +16,18 @@
 
 namespace dtl::program {
 
-prog::Program planProgram(const ir::Graph& g, const layout::Layout& layout, const std::vector<int64_t>& coords);
+struct PlanOptions {
+  // Cut the training and evaluation schedules into fused regions
+  // (compiler/codegen/fuse_regions.h), each run as one kernel: Program::fused
+  // (`--kernels jit`). A member that is not a region output gets no storage.
+  bool fuse = false;
+  // The fusion pass's rules (FuseRules in compiler/codegen/fuse_regions.h):
+  // `--kernels jit` leaves transcendentals to the fast kernels.
+  bool fuse_transcendentals = false;
+};
+
+prog::Program planProgram(const ir::Graph& g, const layout::Layout& layout, const std::vector<int64_t>& coords,
+                          const PlanOptions& options = {});
 
 // The one-rank program of a graph that was not laid out (tests, tools).
 prog::Program planProgram(const ir::Graph& g);

@@ -66,6 +66,19 @@ class Backend {
                            const RunContext& ctx) = 0;
 };
 
+// Runs a program's fused regions (core/program.h Program::fused), each as
+// one compiled kernel. Implemented where the kernel generator is linked
+// (runtime/jit: `--kernels jit`), so the executor and the backends stay free
+// of LLVM. One object per executor (it may keep scratch between regions).
+class RegionRunner {
+ public:
+  virtual ~RegionRunner() = default;
+  // Computes region `region`'s outputs into `out` (views the executor has
+  // prepared from the output nodes) from `in`, in the region's orders.
+  virtual KernelStatus run(int region, const std::vector<const TensorView*>& in, const std::vector<TensorView*>& out,
+                           const RunContext& ctx) = 0;
+};
+
 // Both in dtl_backends (runtime/CMakeLists.txt). A backend object runs one
 // node at a time (the fast one reuses scratch buffers between nodes); use one
 // per thread. The fast one runs GEMMs on ctx.threads OpenMP threads (set per

@@ -22,7 +22,8 @@
 
 namespace dtl::rt {
 
-Executor::Executor(const prog::Program& p, Backend& backend) : program_(p), backend_(backend) {
+Executor::Executor(const prog::Program& p, Backend& backend, RegionRunner* regions)
+    : program_(p), backend_(backend), regions_(regions) {
   views_.resize(p.nodes.size());
   const std::vector<int64_t> arena = p.arenaWords();
   slots_.resize(arena.size());
@@ -105,13 +106,17 @@ KernelStatus Executor::run(bool with_backward, const RunContext& ctx) {
   placed_.assign(program_.nodes.size(), nullptr);
   bucket_events_.clear();
   int64_t runs_left = 0;
-  for (const prog::Instr& in : s.instrs) runs_left += in.kind == prog::Instr::Run;
+  for (const prog::Instr& in : s.instrs) runs_left += in.kind == prog::Instr::Run || in.kind == prog::Instr::Fused;
   int last_run = -1;
   KernelStatus status;
   for (const prog::Instr& in : s.instrs) {
     if (in.kind == prog::Instr::Run) {
       status = runNode(s, in.id, ctx);
       last_run = in.id;
+      --runs_left;
+    } else if (in.kind == prog::Instr::Fused) {
+      status = runFused(s, in.id, ctx);
+      last_run = program_.fused[static_cast<size_t>(in.id)].nodes.back();
       --runs_left;
     } else if (in.kind == prog::Instr::Start) {
       status = start(s, in.id, last_run, runs_left, ctx);
@@ -129,13 +134,39 @@ KernelStatus Executor::run(bool with_backward, const RunContext& ctx) {
   return status;
 }
 
-KernelStatus Executor::runNode(const prog::Schedule& s, int id, const RunContext& ctx) {
+TensorView& Executor::prepare(const prog::Schedule& s, int id) {
   const ir::Node& n = program_[id];
   TensorView& v = views_[static_cast<size_t>(id)];
   v.shape = n.shape;
   v.dtype = n.dtype;
   v.elements = n.shape.elements().value_or(0);
   v.data = place(s, id);
+  return v;
+}
+
+// One kernel for the region's members: its outputs are placed like any
+// computed value; the other members are never stored.
+KernelStatus Executor::runFused(const prog::Schedule& s, int region, const RunContext& ctx) {
+  const prog::Fused& f = program_.fused[static_cast<size_t>(region)];
+  if (!regions_) return {false, "the program has fused regions but no kernels to run them (--kernels jit)"};
+  std::vector<const TensorView*> ins;
+  std::vector<TensorView*> outs;
+  for (int x : f.inputs) {
+    if (!views_[static_cast<size_t>(x)].data)
+      return {false, "fused region " + std::to_string(region) + " reads %" + std::to_string(x) + ", which has no value in this run"};
+    ins.push_back(&views_[static_cast<size_t>(x)]);
+  }
+  for (int v : f.outputs) {
+    TensorView& t = prepare(s, v);
+    if (!t.data) return {false, "%" + std::to_string(v) + " (a fused region's output) has no storage in this run"};
+    outs.push_back(&t);
+  }
+  return regions_->run(region, ins, outs, ctx);
+}
+
+KernelStatus Executor::runNode(const prog::Schedule& s, int id, const RunContext& ctx) {
+  const ir::Node& n = program_[id];
+  TensorView& v = prepare(s, id);
   if (n.op == ir::Op::Param) {
     if (!v.data) return {false, "parameter `" + n.name + "` has no storage"};
     return {};

@@ -22,8 +22,10 @@ namespace dtl::rt {
 
 class Executor {
  public:
-  // `program` must outlive the executor.
-  Executor(const prog::Program& program, Backend& backend);
+  // `program` must outlive the executor. A program with fused regions
+  // (Program::fused) needs `regions`, which runs them; unfused nodes run on
+  // `backend`.
+  Executor(const prog::Program& program, Backend& backend, RegionRunner* regions = nullptr);
 
   // The process group of a mesh axis; collectives on an axis without one
   // (a one-rank run) are copies.
@@ -84,6 +86,8 @@ class Executor {
  private:
   void* place(const prog::Schedule& s, int node);
   KernelStatus runNode(const prog::Schedule& s, int node, const RunContext& ctx);
+  KernelStatus runFused(const prog::Schedule& s, int region, const RunContext& ctx);
+  TensorView& prepare(const prog::Schedule& s, int node);
   KernelStatus localSlice(const ir::Node& n, const TensorView& in, TensorView& out);
   KernelStatus start(const prog::Schedule& s, int group, int after_node, int64_t nodes_left, const RunContext& ctx);
   KernelStatus startScatterBucket(const prog::Schedule& s, int group, const RunContext& ctx, comm::Communicator* comm);
@@ -101,6 +105,7 @@ class Executor {
 
   const prog::Program& program_;
   Backend& backend_;
+  RegionRunner* regions_;
   std::vector<TensorView> views_;  // per node, this run
   struct Slot {
     std::unique_ptr<uint32_t[]> words;  // f32 and i32 are both one 4-byte word

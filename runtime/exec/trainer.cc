@@ -103,7 +103,7 @@ class Trainer {
   int run() {
     const prog::Program& g = *c_.program;
     backend_ = c_.reference_kernels ? makeReferenceBackend() : makeFastBackend();
-    exec_ = std::make_unique<Executor>(g, *backend_);
+    exec_ = std::make_unique<Executor>(g, *backend_, c_.regions);
     for (const auto& [axis, c] : c_.comms) exec_->setCommunicator(axis, c);
     lead_ = writesLogs(c_.global_rank);
     gathers_pieces_ = exec_->gathersPieces();

@@ -15,6 +15,7 @@
 #include "core/program.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/data/loader.h"
+#include "runtime/exec/backend.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/optim/schedule.h"
 
@@ -56,6 +57,7 @@ struct TrainConfig {
   std::string init_file, resume_dir, metrics_file;
   std::string memory_report;  // global rank 0 writes what it holds there after step 1
   bool reference_kernels = false;
+  RegionRunner* regions = nullptr;  // runs the program's fused regions (Program::fused: `--kernels jit`)
   int threads = 1;
   // Data parallelism: which slice of each global batch this rank reads
   // (rank of world equal slices, from its program's local shapes), and a

@@ -2,7 +2,7 @@
 """PyTorch parity tests: train the same model in PyTorch and in dtl, compare losses.
 
   run_parity.py CASE --dtlc PATH [--workdir DIR] [--steps N] [--no-reference]
-                     [--torch-dtype float32|float64] [--debug]
+                     [--torch-dtype float32|float64] [--debug] [--kernels fast|jit]
 
 CASE is one of the keys of CASES (mlp_sgd, gpt_adamw). For each case:
 
@@ -16,7 +16,8 @@ CASE is one of the keys of CASES (mlp_sgd, gpt_adamw). For each case:
  4. PyTorch trains N steps in batch order (batch i = samples [i*B, (i+1)*B)),
     recording each step's loss before the update;
  5. `dtlc run` trains the same N steps with --init and --metrics, once with
-    the fast kernels (the default) and once with --kernels reference;
+    the fast kernels (the default; --kernels jit: the fused regions compiled,
+    objects cached in WORKDIR/CASE/cache) and once with --kernels reference;
  6. the per-step losses are compared (relative difference) and printed.
 
 Exit status: 0 when every step of the fast-kernel run is within the case's
@@ -266,7 +267,9 @@ def run_dtl(dtlc, spec, init_path, metrics, steps, kernels, extra=()):
         os.remove(metrics)
     cmd = [dtlc, 'run', spec, '--init', init_path, '--metrics', metrics,
            '--steps', str(steps), '--kernels', kernels] + list(extra)
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    # jit's compiled objects go into the case's folder, not the user's cache
+    env = dict(os.environ, XDG_CACHE_HOME=os.path.join(os.path.dirname(metrics), 'cache'))
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         print('$ ' + ' '.join(cmd))
         print(r.stdout + r.stderr)
@@ -339,6 +342,8 @@ def main():
     ap.add_argument('--workdir', default=os.path.join(os.getcwd(), 'parity'))
     ap.add_argument('--steps', type=int, default=None)
     ap.add_argument('--no-reference', action='store_true', help='skip the --kernels reference run')
+    ap.add_argument('--kernels', choices=('fast', 'jit'), default='fast',
+                    help="the kernels held to the tolerance: fast (default) or jit (fused regions compiled)")
     ap.add_argument('--torch-dtype', choices=('float32', 'float64'), default='float32')
     ap.add_argument('--debug', action='store_true', help='compare parameters after step 1')
     ap.add_argument('--tol', type=float, default=None, help="override the case's tolerance")
@@ -372,7 +377,7 @@ def main():
     dtype = torch.float64 if args.torch_dtype == 'float64' else torch.float32
     t_loss, t_grads1, t_after1 = train_torch(case, init, data, steps, dtype)
 
-    fast = run_dtl(args.dtlc, spec, init_path, os.path.join(d, 'metrics_fast.jsonl'), steps, 'fast')
+    fast = run_dtl(args.dtlc, spec, init_path, os.path.join(d, 'metrics_%s.jsonl' % args.kernels), steps, args.kernels)
     ref = None
     if not args.no_reference:
         ref = run_dtl(args.dtlc, spec, init_path, os.path.join(d, 'metrics_reference.jsonl'),
@@ -381,7 +386,7 @@ def main():
     tol = args.tol if args.tol is not None else case['tol']
     print('parity %s: %d steps, batch %d, tolerance %.0e relative (torch %s)'
           % (args.case, steps, case['batch'], tol, args.torch_dtype))
-    head = '%4s | %-14s | %-14s | %-9s' % ('step', 'torch', 'dtl fast', 'rel')
+    head = '%4s | %-14s | %-14s | %-9s' % ('step', 'torch', 'dtl ' + args.kernels, 'rel')
     if ref is not None:
         head += ' | %-14s | %-9s' % ('dtl reference', 'rel')
     print(head)
@@ -403,7 +408,7 @@ def main():
         if fast is not None and fl is None:
             flag = '  <-- no metrics line for this step'
         print(line + flag)
-    print('max rel: fast %.3e%s' % (worst_fast, '' if args.no_reference else
+    print('max rel: %s %.3e%s' % (args.kernels, worst_fast, '' if args.no_reference else
                                     ', reference %.3e' % worst_ref))
 
     if args.debug:
@@ -415,7 +420,7 @@ def main():
         ok = False
     if not args.no_reference and ref is not None and worst_ref > tol:
         print('note: the reference kernels are over tolerance (%.3e > %.0e)' % (worst_ref, tol))
-    print('PASS' if ok else 'FAIL: dtl fast kernels are over tolerance %.0e (max %.3e)' % (tol, worst_fast))
+    print('PASS' if ok else 'FAIL: dtl %s kernels are over tolerance %.0e (max %.3e)' % (args.kernels, tol, worst_fast))
     return 0 if ok else 1
 
 

@@ -6,7 +6,9 @@
 // the caller reads after a run (loss, metrics, gradients) survives to the end.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "compiler/driver/frontend.h"
 #include "compiler/program/plan_program.h"
@@ -35,6 +37,10 @@ class SlotSimulator {
       if (in.kind == Instr::Run) {
         for (int x : p_[in.id].inputs) read(x);
         write(in.id);
+      } else if (in.kind == Instr::Fused) {  // one kernel: every input before any output
+        const prog::Fused& f = p_.fused[static_cast<size_t>(in.id)];
+        for (int x : f.inputs) read(x);
+        for (int v : f.outputs) write(v);
       } else {
         for (int m : p_.groups[static_cast<size_t>(in.id)].members) {
           for (int x : p_[m].inputs) read(x);  // operands until the wait
@@ -94,14 +100,16 @@ struct Compiled {
   prog::Program program;
 };
 
-std::unique_ptr<Compiled> compile(const std::string& sample, int world) {
+std::unique_ptr<Compiled> compile(const std::string& sample, int world, bool fuse = false) {
   auto c = std::make_unique<Compiled>();
   driver::FrontendOptions o;
   o.world = world;
   const std::string path = std::string(DTL_SOURCE_DIR) + "/samples/" + sample;
   // As `dtlc run` compiles: one rank is not laid out.
   EXPECT_EQ(c->fe.run(path, o, world > 1 ? driver::Stop::Plan : driver::Stop::Grad), 0) << c->fe.diagnostics().render();
-  c->program = planProgram(c->fe.graph(), c->fe.layout(), layout::meshCoords(c->fe.layout().mesh, world - 1));
+  PlanOptions options;
+  options.fuse = fuse;
+  c->program = planProgram(c->fe.graph(), c->fe.layout(), layout::meshCoords(c->fe.layout().mesh, world - 1), options);
   return c;
 }
 
@@ -133,6 +141,50 @@ INSTANTIATE_TEST_SUITE_P(Samples, EverySample,
                            std::string s = std::get<0>(info.param);
                            return s.substr(0, s.find('.')) + "_world" + std::to_string(std::get<1>(info.param));
                          });
+
+// Planned for fused kernels (`--kernels jit`): each schedule computes what
+// the unfused one does — every node it ran runs, or is computed (or folded)
+// by exactly one of its regions — the slots hold every value until its last
+// read, and the regions' members that are not outputs are not stored. (Slot
+// bytes may grow: a region's outputs never share its inputs' buffers, where
+// an unfused node's output could take its operand's slot.)
+TEST_P(EverySample, FusedSchedulesComputeTheSameValues) {
+  auto [sample, world] = GetParam();
+  auto plain = compile(sample, world);
+  auto fused = compile(sample, world, /*fuse=*/true);
+  const prog::Program& p = fused->program;
+  ASSERT_FALSE(p.fused.empty()) << "no region in " << sample;
+  for (const auto& [s, u, name] : {std::tuple{&p.train, &plain->program.train, "train"},
+                                   std::tuple{&p.eval, &plain->program.eval, "eval"}}) {
+    SlotSimulator sim(p, *s, name);
+    sim.run();
+    if (::testing::Test::HasFatalFailure()) return;
+    sim.kept(p.loss);
+    for (const auto& [m, id] : p.metrics) sim.kept(id);
+    if (s == &p.train)
+      for (const auto& [path, id] : p.grads) sim.kept(id);
+    std::map<int, int> computed;  // node → times this schedule computes it
+    int regions = 0;
+    for (const Instr& in : s->instrs) {
+      if (in.kind == Instr::Run) ++computed[in.id];
+      if (in.kind != Instr::Fused) continue;
+      ++regions;
+      const prog::Fused& f = p.fused[static_cast<size_t>(in.id)];
+      for (const std::vector<int>* list : {&f.nodes, &f.folded})
+        for (int v : *list) computed[v] = 1;  // folded Aligns may be shared by two regions
+      for (int v : f.nodes)
+        if (std::find(f.outputs.begin(), f.outputs.end(), v) == f.outputs.end())
+          EXPECT_EQ(int(s->storage[static_cast<size_t>(v)].kind), int(Storage::None)) << name << ": member %" << v << " is stored";
+    }
+    EXPECT_GT(regions, 0) << name;
+    for (const Instr& in : u->instrs)
+      if (in.kind == Instr::Run) EXPECT_EQ(computed[in.id], 1) << name << ": %" << in.id << " is not computed once";
+    auto slotted = [](const prog::Schedule& x) {
+      return std::count_if(x.storage.begin(), x.storage.end(), [](const Storage& st) { return st.kind == Storage::Slot; });
+    };
+    EXPECT_LE(slotted(*s), slotted(*u)) << name;
+  }
+}
 
 // The graph holds the global batch; each rank's program its slice of it.
 TEST(Program, LocalShapesAreTheRanksSlice) {

@@ -65,6 +65,9 @@ const char* kCheckHelp =
     "                       buckets; the %N ids `dtlc plan` names) or program\n"
     "                       (rank 0's program: instructions, communication\n"
     "                       groups, buffer slots)\n"
+    "  --kernels fast|jit   the program --emit=program prints: as `dtlc run\n"
+    "                       --kernels` runs it (jit: each fused region one\n"
+    "                       instruction; default fast)\n"
     "  -h, --help           this help\n"
     "\n"
     "Rules and settings this build cannot run yet (a `split` of a dim other than\n"
@@ -85,7 +88,7 @@ bool needsLayout(const std::string& emit) {
 
 // --emit=layout|program|fused|llvm|ptx: the laid-out graph, or rank 0's
 // program and its fused regions, on a mesh with every size known.
-int emitLayout(const driver::Frontend& fe, const std::string& emit, std::string& out, std::string& err) {
+int emitLayout(const driver::Frontend& fe, const std::string& emit, bool fuse, std::string& out, std::string& err) {
   if ((emit == "llvm" || emit == "ptx") && !kernelEmitter()) {
     err += "dtlc check: --emit=" + emit +
            " needs the kernel generator, and this dtlc was built without it (LLVM 16 was not found: apt-get "
@@ -103,11 +106,13 @@ int emitLayout(const driver::Frontend& fe, const std::string& emit, std::string&
     out += layout::printLayout(fe.graph(), fe.layout());
     return 0;
   }
-  prog::Program p = program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0));
   if (emit == "program") {
-    out += prog::printProgram(p);
+    program::PlanOptions o;
+    o.fuse = fuse;
+    out += prog::printProgram(program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0), o));
     return 0;
   }
+  prog::Program p = program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0));
   codegen::Fusion f = codegen::fuseRegions(p);
   if (emit == "fused") {
     out += codegen::printFusion(p, f);
@@ -117,13 +122,14 @@ int emitLayout(const driver::Frontend& fe, const std::string& emit, std::string&
 }
 
 int check(const std::vector<std::string>& args, std::string& out, std::string& err) {
-  std::string spec, format = "text", emit;
+  std::string spec, format = "text", emit, kernels = "fast";
   driver::FrontendOptions opt;
   bool help = false;
   std::string bad = Flags("check")
                         .text("--format", format, "a value", {"text", "json"})
                         .integer("--world", opt.world, "a positive number of ranks", 1, 1000000)
                         .list("--set", opt.sets, "KEY=VALUE")
+                        .text("--kernels", kernels, "", {"fast", "jit"})
                         .text("--emit", emit, "a stage", {"ast", "sema", "ir", "grad", "layout", "program", "fused", "llvm", "ptx"})
                         .parse(args, spec, help);
   if (help) {
@@ -147,7 +153,7 @@ int check(const std::vector<std::string>& args, std::string& out, std::string& e
   // A layout of what is not built yet would be wrong: refused as plan refuses it.
   opt.refuse_unbuilt = needsLayout(emit);
   if (int rc = compileSpec(fe, "check", spec, opt, stop, err, format == "json"); rc != 0) return rc;
-  if (needsLayout(emit)) return emitLayout(fe, emit, out, err);
+  if (needsLayout(emit)) return emitLayout(fe, emit, kernels == "jit", out, err);
   if (emit == "ast") {
     for (const auto& m : fe.program().modules)
       if (m->file == fe.program().spec_file) out += syntax::printAst(*m);
@@ -168,6 +174,25 @@ int check(const std::vector<std::string>& args, std::string& out, std::string& e
 }  // namespace
 
 void setKernelEmitter(KernelEmitter emitter) { kernelEmitter() = emitter; }
+
+namespace {
+RegionRunnerMaker& regionRunnerMaker() {
+  static RegionRunnerMaker maker = nullptr;
+  return maker;
+}
+}  // namespace
+
+void setRegionRunnerMaker(RegionRunnerMaker maker) { regionRunnerMaker() = maker; }
+
+int makeRegionRunner(const prog::Program& p, std::unique_ptr<rt::RegionRunner>& runner, std::string& note,
+                     std::string& err) {
+  if (!regionRunnerMaker()) {
+    err += "dtlc run: --kernels jit needs the kernel generator, and this dtlc was built without it (LLVM 16 was not "
+           "found: apt-get install llvm-16-dev, then reconfigure); --kernels fast runs the same program unfused\n";
+    return 2;
+  }
+  return regionRunnerMaker()(p, runner, note, err);
+}
 
 int runCli(const std::vector<std::string>& args, std::string& out, std::string& err) {
   try {

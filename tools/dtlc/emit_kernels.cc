@@ -1,6 +1,7 @@
 // --emit=llvm|ptx: each fused region of rank 0's program through the kernel
-// generator. Compiled only where the build has it (tools/dtlc/CMakeLists.txt),
-// into the binaries that link libLLVM-16.so (dtlc, cli_test).
+// generator; --kernels jit: the runner of a program's regions (runtime/jit).
+// Compiled only where the build has the generator (tools/dtlc/CMakeLists.txt),
+// into the binaries that link libLLVM-16.so (dtlc, some tests).
 #ifndef DTL_HAVE_CODEGEN
 #error "emit_kernels.cc is compiled only with the kernel generator"
 #endif
@@ -9,6 +10,7 @@
 
 #include "compiler/codegen/jit_x86.h"
 #include "compiler/codegen/ptx.h"
+#include "runtime/jit/jit_regions.h"
 #include "tools/dtlc/kernel_emitter.h"
 
 namespace dtl::cli {
@@ -54,7 +56,21 @@ int emitKernels(const prog::Program& p, const codegen::Fusion& f, bool ptx, std:
   return 0;
 }
 
-const bool kRegistered = (setKernelEmitter(&emitKernels), true);
+int makeJit(const prog::Program& p, std::unique_ptr<rt::RegionRunner>& runner, std::string& note, std::string& err) {
+  jit::JitOptions options;
+  options.cache.dir = codegen::defaultCacheDir();
+  jit::JitStats stats;
+  std::string error;
+  runner = jit::makeJitRegions(p, options, &error, &stats);
+  if (!runner) {
+    err += "dtlc run: --kernels jit: " + error + "\n";
+    return 1;
+  }
+  note = jit::describe(stats) + (options.cache.dir.empty() ? " (no cache: neither XDG_CACHE_HOME nor HOME is set)" : "");
+  return 0;
+}
+
+const bool kRegistered = (setKernelEmitter(&emitKernels), setRegionRunnerMaker(&makeJit), true);
 
 }  // namespace
 }  // namespace dtl::cli

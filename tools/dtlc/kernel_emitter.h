@@ -1,14 +1,17 @@
-// `dtlc check --emit=llvm|ptx` needs the kernel generator (compiler/codegen,
-// LLVM 16), which only some binaries link: dtl_cli itself stays free of
-// LLVM, and emit_kernels.cc — compiled into dtlc and cli_test only when the
-// build has the generator (DTL_HAVE_CODEGEN) — registers the emitter before
-// main. Without it, --emit=llvm|ptx says the build lacks the generator.
+// `dtlc check --emit=llvm|ptx` and `dtlc run --kernels jit` need the kernel
+// generator (compiler/codegen, LLVM 16), which only some binaries link:
+// dtl_cli itself stays free of LLVM, and emit_kernels.cc — compiled into
+// dtlc and some tests only when the build has the generator
+// (DTL_HAVE_CODEGEN) — registers both before main. Without it, they say the
+// build lacks the generator (exit 2).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "compiler/codegen/fuse_regions.h"
 #include "core/program.h"
+#include "runtime/exec/backend.h"
 
 namespace dtl::cli {
 
@@ -16,5 +19,14 @@ namespace dtl::cli {
 using KernelEmitter = int (*)(const prog::Program& p, const codegen::Fusion& f, bool ptx, std::string& out,
                               std::string& err);
 void setKernelEmitter(KernelEmitter emitter);
+
+// `--kernels jit`: the runner of the program's fused regions, every kernel
+// compiled or loaded from the object cache ($XDG_CACHE_HOME/dtl) now; `note`
+// says how many of each. Returns the exit status (2: no generator).
+using RegionRunnerMaker = int (*)(const prog::Program& p, std::unique_ptr<rt::RegionRunner>& runner, std::string& note,
+                                  std::string& err);
+void setRegionRunnerMaker(RegionRunnerMaker maker);
+int makeRegionRunner(const prog::Program& p, std::unique_ptr<rt::RegionRunner>& runner, std::string& note,
+                     std::string& err);
 
 }  // namespace dtl::cli

@@ -26,6 +26,7 @@
 #include "runtime/launch/rendezvous.h"
 #include "tools/dtlc/compile_spec.h"
 #include "tools/dtlc/flags.h"
+#include "tools/dtlc/kernel_emitter.h"
 #include "tools/dtlc/memory_check.h"
 #include "tools/dtlc/run_flags.h"
 #include "tools/dtlc/verify.h"
@@ -45,9 +46,11 @@ const char* const kRunHelp =
     "  --init FILE          load parameters by path from a safetensors file\n"
     "  --resume DIR         continue from the newest checkpoint in DIR that verifies\n"
     "  --metrics FILE       write one JSON line per optimiser step and evaluation\n"
-    "  --kernels fast|reference\n"
-    "                       the kernels to run: fast (default) or the plain\n"
-    "                       reference kernels (slow; for checking numerics)\n"
+    "  --kernels fast|reference|jit\n"
+    "                       the kernels to run: fast (default), the plain\n"
+    "                       reference kernels (slow; for checking numerics), or\n"
+    "                       jit: the fused regions as x86 kernels compiled at\n"
+    "                       start (cached in $XDG_CACHE_HOME/dtl), the rest fast\n"
     "  --nproc N            ranks to start on this machine (data parallel: each\n"
     "                       reads its slice of every global batch)\n"
     "  --nnodes K           machines in the job (with --node-rank and --master;\n"
@@ -488,9 +491,18 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
       faults.afterStep(step);
     };
   // This rank's program: the laid-out graph at its mesh coordinates.
+  program::PlanOptions plan;
+  plan.fuse = f.kernels == "jit";
   const prog::Program program =
-      program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, ranked ? env.rank : 0));
+      program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, ranked ? env.rank : 0), plan);
   config.program = &program;
+  std::unique_ptr<rt::RegionRunner> regions;
+  if (plan.fuse) {
+    std::string note;
+    if (int rc = makeRegionRunner(program, regions, note, err); rc != 0) return rc;
+    if (env.rank == 0) std::fprintf(stdout, "%s\n", note.c_str());
+    config.regions = regions.get();
+  }
   sampleSlice(fe.graph(), program, config);
   std::string train_err;
   int rc = rt::train(config, train_err, isatty(1) != 0 && env.rank == 0);

@@ -28,7 +28,7 @@ std::string parseRun(const std::vector<std::string>& args, RunFlags& f) {
       .text("--resume", f.resume, "a checkpoint folder")
       .text("--metrics", f.metrics, "a file")
       .text("--memory-report", f.memory_report, "a file")
-      .text("--kernels", f.kernels, "", {"fast", "reference"})
+      .text("--kernels", f.kernels, "", {"fast", "reference", "jit"})
       .parse(args, f.spec, f.help);
 }
 

@@ -1,0 +1,203 @@
+// jit_bench: the figures issue 11 asks of `--kernels jit` (not a test).
+// 1. GPT-2 small's one-rank program: its fused regions compiled cold (an
+//    empty object cache; the process's JIT already started, as it is after
+//    the first kernel) and loaded warm from that cache (a new runner: every
+//    kernel read back from the folder). Goals: < 1 s cold, < 50 ms warm.
+// 2. One training run (forward + backward, no optimiser step) of the MLP
+//    and char GPT samples with the fast kernels and with jit (median of N).
+// usage: jit_bench [SAMPLES_DIR] [runs]
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "compiler/codegen/fuse_regions.h"
+#include "compiler/codegen/jit_x86.h"
+#include "compiler/driver/frontend.h"
+#include "compiler/program/plan_program.h"
+#include "runtime/exec/executor.h"
+#include "runtime/jit/jit_regions.h"
+
+namespace {
+
+using namespace dtl;
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+bool compileSpec(driver::Frontend& fe, const std::string& path, const std::vector<std::string>& sets) {
+  driver::FrontendOptions o;
+  o.sets = sets;
+  if (fe.run(path, o, driver::Stop::Grad) != 0) {
+    std::fprintf(stderr, "%s", fe.diagnostics().render().c_str());
+    return false;
+  }
+  return true;
+}
+
+prog::Program fusedProgram(const ir::Graph& g) {
+  program::PlanOptions o;
+  o.fuse = true;
+  return program::planProgram(g, layout::Layout{}, {}, o);
+}
+
+void compileFigures(const std::string& samples) {
+  driver::Frontend fe;
+  if (!compileSpec(fe, samples + "/gpt2_small.dtl", {})) return;
+  const prog::Program p = fusedProgram(fe.graph());
+  const std::string dir = std::filesystem::temp_directory_path() / ("dtl_jit_bench_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  jit::JitOptions cache;
+  cache.cache.dir = dir;
+  codegen::hostTarget();  // the JIT's one-time start, outside the figures
+  std::string error;
+  for (const char* what : {"cold (empty cache)", "warm (from the cache)"}) {
+    jit::JitStats s;
+    auto r = jit::makeJitRegions(p, cache, &error, &s);
+    if (!r) {
+      std::fprintf(stderr, "jit_bench: %s\n", error.c_str());
+      return;
+    }
+    std::printf("gpt2_small one rank, %s: %s\n", what, jit::describe(s).c_str());
+  }
+  std::filesystem::remove_all(dir);
+}
+
+struct Bound {
+  std::map<std::string, std::vector<float>> params;
+  std::map<std::string, std::vector<int32_t>> ints;
+  std::map<std::string, std::vector<float>> floats;
+};
+
+Bound randomData(const ir::Graph& g) {
+  Bound b;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 0.2f);
+  std::map<int, int> hi;
+  for (const ir::Node& n : g.nodes) {
+    if (n.op == ir::Op::Embed) hi[n.inputs[1]] = static_cast<int>(g[n.inputs[0]].shape.dims[0].size);
+    if (n.op == ir::Op::CrossEntropy) {
+      const Shape& s = g[n.inputs[0]].shape;
+      hi[n.inputs[1]] = static_cast<int>(s.dims[static_cast<size_t>(s.find(n.names[0]))].size);
+    }
+  }
+  for (const ir::Node& n : g.nodes) {
+    const size_t e = static_cast<size_t>(n.shape.elements().value_or(0));
+    if (n.op == ir::Op::Param && !b.params.count(n.name)) {
+      auto& v = b.params[n.name];
+      for (size_t k = 0; k < e; ++k) v.push_back(normal(rng));
+    }
+    if (n.op == ir::Op::Input && isFloat(n.dtype)) {
+      auto& v = b.floats[n.name];
+      for (size_t k = 0; k < e; ++k) v.push_back(normal(rng));
+    } else if (n.op == ir::Op::Input) {
+      auto& v = b.ints[n.name];
+      for (size_t k = 0; k < e; ++k) v.push_back(static_cast<int32_t>(rng() % static_cast<unsigned>(hi.count(n.id) ? hi[n.id] : 2)));
+    }
+  }
+  return b;
+}
+
+// --profile: the time of each fused region (jit) against its members' nodes (fast).
+struct TimedRegions : rt::RegionRunner {
+  rt::RegionRunner* inner;
+  std::map<int, double> ms;
+  rt::KernelStatus run(int region, const std::vector<const rt::TensorView*>& in, const std::vector<rt::TensorView*>& out,
+                       const rt::RunContext& ctx) override {
+    double t = now();
+    rt::KernelStatus s = inner->run(region, in, out, ctx);
+    ms[region] += (now() - t) * 1e3;
+    return s;
+  }
+};
+struct TimedBackend : rt::Backend {
+  std::unique_ptr<rt::Backend> inner = rt::makeFastBackend();
+  std::map<int, double> ms;
+  const char* name() const override { return "timed"; }
+  rt::KernelStatus run(const ir::Node& n, const std::vector<const rt::TensorView*>& in, rt::TensorView& out,
+                       const rt::RunContext& ctx) override {
+    double t = now();
+    rt::KernelStatus s = inner->run(n, in, out, ctx);
+    ms[n.id] += (now() - t) * 1e3;
+    return s;
+  }
+};
+
+void profile(const prog::Program& plain, const prog::Program& fused, Bound& b, rt::RegionRunner* regions, int threads) {
+  TimedRegions tr;
+  tr.inner = regions;
+  TimedBackend tb;
+  rt::RunContext ctx;
+  ctx.threads = threads;
+  for (auto [p, runner] : {std::pair{&plain, (rt::RegionRunner*)nullptr}, std::pair{&fused, (rt::RegionRunner*)&tr}}) {
+    rt::Executor ex(*p, tb, runner);
+    for (auto& [path, v] : b.params) ex.bindParam(path, v.data());
+    for (auto& [name, v] : b.floats) ex.setInput(name, v.data(), static_cast<int64_t>(v.size()));
+    for (auto& [name, v] : b.ints) ex.setInput(name, v.data(), static_cast<int64_t>(v.size()));
+    for (int k = 0; k < 3; ++k) ex.run(true, ctx);
+  }
+  for (size_t k = 0; k < fused.fused.size(); ++k) {
+    double f = 0;
+    for (int v : fused.fused[k].nodes) f += tb.ms[v];
+    prog::Fused m = fused.fused[k];
+    std::string text = codegen::printRegion(codegen::buildRegion(fused, m, "r"));
+    std::printf("region %zu: jit %.2f ms, fast %.2f ms (3 runs)\n%s", k, tr.ms[static_cast<int>(k)], f, text.c_str());
+  }
+}
+
+double stepMs(const prog::Program& p, Bound& b, rt::RegionRunner* regions, int runs, int threads) {
+  std::unique_ptr<rt::Backend> fast = rt::makeFastBackend();
+  rt::Executor ex(p, *fast, regions);
+  for (auto& [path, v] : b.params) ex.bindParam(path, v.data());
+  for (auto& [name, v] : b.floats) ex.setInput(name, v.data(), static_cast<int64_t>(v.size()));
+  for (auto& [name, v] : b.ints) ex.setInput(name, v.data(), static_cast<int64_t>(v.size()));
+  rt::RunContext ctx;
+  ctx.threads = threads;
+  std::vector<double> ms;
+  for (int k = 0; k < runs + 2; ++k) {
+    double t = now();
+    rt::KernelStatus st = ex.run(true, ctx);
+    if (!st.ok) {
+      std::fprintf(stderr, "jit_bench: %s\n", st.message.c_str());
+      return -1;
+    }
+    if (k >= 2) ms.push_back((now() - t) * 1e3);  // two warm-up runs
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+void stepFigures(const std::string& samples, const std::string& name, const std::vector<std::string>& sets, int runs) {
+  driver::Frontend fe;
+  if (!compileSpec(fe, samples + "/" + name, sets)) return;
+  const prog::Program plain = program::planProgram(fe.graph());
+  const prog::Program fused = fusedProgram(fe.graph());
+  std::string error;
+  jit::JitStats s;
+  auto regions = jit::makeJitRegions(fused, jit::JitOptions{}, &error, &s);
+  if (!regions) {
+    std::fprintf(stderr, "jit_bench: %s\n", error.c_str());
+    return;
+  }
+  Bound b = randomData(fe.graph());
+  const int threads = getenv("JIT_BENCH_THREADS") ? std::atoi(getenv("JIT_BENCH_THREADS")) : static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  const double f = stepMs(plain, b, nullptr, runs, threads), j = stepMs(fused, b, regions.get(), runs, threads);
+  if (getenv("JIT_BENCH_PROFILE")) profile(plain, fused, b, regions.get(), threads);
+  std::printf("%s: forward+backward, median of %d on %d threads: fast %.2f ms, jit %.2f ms (%.2fx); %d regions, %d kernels\n",
+              name.c_str(), runs, threads, f, j, f / j, s.regions, s.kernels);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string samples = argc > 1 ? argv[1] : DTL_SAMPLES_DIR;
+  const int runs = argc > 2 ? std::atoi(argv[2]) : 20;
+  compileFigures(samples);
+  stepFigures(samples, "synthetic_mlp.dtl", {}, runs);
+  stepFigures(samples, "fashion_mnist_mlp.dtl", {}, runs);
+  stepFigures(samples, "char_gpt.dtl", {}, std::max(3, runs / 4));
+  return 0;
+}

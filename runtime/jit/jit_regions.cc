@@ -1,0 +1,165 @@
+// Running a region: its buffers in the kernel plan's order — the inputs'
+// and outputs' executor memory, then the runner's own scratch for
+// reductions that are not outputs (one set per runner, so executors on
+// different threads never share it). A Bool output is written as bytes by
+// the kernel and widened to the executor's int32 afterwards.
+//
+// Threads: a kernel with a split (kernel_plan.h) runs in chunks of rows
+// fixed by the region alone (about kChunkWork points each), spread over
+// ctx.threads OpenMP threads when the region is large enough
+// (JitOptions::parallel_work), else one after another on the caller. Every row is computed by the same call
+// whatever the thread count, so results are bitwise the same on any number
+// of threads (no reduction is ever split: a split dim is never reduced).
+#include "runtime/jit/jit_regions.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "compiler/codegen/fuse_regions.h"
+#include "compiler/codegen/jit_x86.h"
+
+namespace dtl::jit {
+
+namespace {
+
+constexpr int64_t kChunkWork = 1 << 15;
+
+// Kernels of this process by cache key, while some runner holds them.
+std::mutex g_mu;
+std::map<std::string, std::weak_ptr<codegen::JitKernel>>& shared() {
+  static auto* m = new std::map<std::string, std::weak_ptr<codegen::JitKernel>>;  // never destroyed: outlives every runner
+  return *m;
+}
+
+struct Kernel {
+  std::shared_ptr<codegen::JitKernel> jit;
+  int64_t chunk_rows = 1, chunks = 1;
+  int64_t work = 0;  // points of all phases (a reduction's weighted)
+};
+
+// Rows per chunk: about kChunkWork points (a reduction's point counts its extent).
+void chunking(Kernel& k) {
+  const codegen::KernelPlan& plan = k.jit->plan();
+  if (plan.split.empty() || plan.rows <= 1) return;
+  int64_t work = 0;
+  for (const codegen::PlanPhase& ph : plan.phases) {
+    int64_t points = ph.space.elements().value_or(0);
+    if (ph.reduction >= 0) points *= 8;  // a reduction's inner loop; only the order of magnitude matters
+    work += points;
+  }
+  k.work = work;
+  const int64_t per_row = std::max<int64_t>(work / plan.rows, 1);
+  k.chunk_rows = std::max<int64_t>((kChunkWork + per_row - 1) / per_row, 1);
+  k.chunks = (plan.rows + k.chunk_rows - 1) / k.chunk_rows;
+}
+
+class JitRegions : public rt::RegionRunner {
+ public:
+  bool build(const prog::Program& p, const JitOptions& options, std::string* error, JitStats& stats) {
+    const codegen::ObjectCache& cache = options.cache;
+    parallel_work_ = options.parallel_work;
+    auto start = std::chrono::steady_clock::now();
+    std::map<std::string, size_t> by_key;  // this program's kernels
+    for (size_t k = 0; k < p.fused.size(); ++k) {
+      prog::Fused f = p.fused[k];
+      const codegen::Region r = codegen::buildRegion(p, f, "region" + std::to_string(k));
+      if (f.inputs != p.fused[k].inputs) {
+        *error = "fused region " + std::to_string(k) + " reads other values than the program says";
+        return false;
+      }
+      const std::string key = codegen::kernelCacheKey(r);
+      auto it = by_key.find(key);
+      if (it == by_key.end()) {
+        std::lock_guard<std::mutex> lock(g_mu);
+        std::shared_ptr<codegen::JitKernel> jit = shared()[key].lock();
+        if (jit) {
+          ++stats.shared;
+        } else {
+          jit = codegen::compileX86(r, error, &cache);
+          if (!jit) return false;
+          ++(jit->cached() ? stats.loaded : stats.compiled);
+          shared()[key] = jit;
+        }
+        Kernel kernel{jit};
+        chunking(kernel);
+        it = by_key.emplace(key, kernels_.size()).first;
+        kernels_.push_back(std::move(kernel));
+      }
+      region_kernel_.push_back(it->second);
+      // this runner's scratch for the region's kernel
+      std::vector<std::vector<float>> scratch;
+      for (const codegen::PlanBuffer& b : kernels_[it->second].jit->plan().buffers)
+        if (b.role == codegen::PlanBuffer::Role::Scratch) scratch.emplace_back(std::max<int64_t>(b.elements(), 1));
+      scratch_.push_back(std::move(scratch));
+    }
+    stats.regions = static_cast<int>(p.fused.size());
+    stats.kernels = static_cast<int>(kernels_.size());
+    stats.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    return true;
+  }
+
+  rt::KernelStatus run(int region, const std::vector<const rt::TensorView*>& in, const std::vector<rt::TensorView*>& out,
+                       const rt::RunContext& ctx) override {
+    const Kernel& k = kernels_[static_cast<size_t>(region_kernel_[static_cast<size_t>(region)])];
+    const codegen::KernelPlan& plan = k.jit->plan();
+    if (static_cast<int>(in.size()) != plan.inputs || static_cast<int>(out.size()) != plan.outputs)
+      return {false, "fused region " + std::to_string(region) + ": its kernel takes other buffers than the program gives"};
+    std::vector<void*> buffers;
+    for (const rt::TensorView* t : in) buffers.push_back(t->data);
+    std::vector<std::vector<uint8_t>> bools(out.size());
+    for (size_t j = 0; j < out.size(); ++j) {
+      if (out[j]->dtype == DType::Bool) {
+        bools[j].resize(static_cast<size_t>(std::max<int64_t>(out[j]->elements, 1)));
+        buffers.push_back(bools[j].data());
+      } else {
+        buffers.push_back(out[j]->data);
+      }
+    }
+    for (std::vector<float>& s : scratch_[static_cast<size_t>(region)]) buffers.push_back(s.data());
+    if (k.chunks <= 1 || ctx.threads <= 1 || k.work < parallel_work_) {
+      for (int64_t c = 0; c < k.chunks; ++c)
+        k.jit->runRows(buffers.data(), c * k.chunk_rows, std::min(plan.rows, (c + 1) * k.chunk_rows));
+    } else {
+      const int threads = static_cast<int>(std::min<int64_t>(ctx.threads, k.chunks));
+#pragma omp parallel for num_threads(threads) schedule(static)
+      for (int64_t c = 0; c < k.chunks; ++c)
+        k.jit->runRows(buffers.data(), c * k.chunk_rows, std::min(plan.rows, (c + 1) * k.chunk_rows));
+    }
+    for (size_t j = 0; j < out.size(); ++j)
+      if (out[j]->dtype == DType::Bool)
+        for (int64_t e = 0; e < out[j]->elements; ++e) out[j]->i()[e] = bools[j][static_cast<size_t>(e)];
+    return {};
+  }
+
+ private:
+  int64_t parallel_work_ = 0;
+  std::vector<Kernel> kernels_;
+  std::vector<size_t> region_kernel_;                   // per region of the program
+  std::vector<std::vector<std::vector<float>>> scratch_;  // per region: its kernel's scratch buffers
+};
+
+}  // namespace
+
+std::unique_ptr<rt::RegionRunner> makeJitRegions(const prog::Program& p, const JitOptions& options, std::string* error,
+                                                 JitStats* stats) {
+  auto r = std::make_unique<JitRegions>();
+  JitStats local;
+  if (!r->build(p, options, error, stats ? *stats : local)) return nullptr;
+  return r;
+}
+
+std::string describe(const JitStats& s) {
+  char ms[32];
+  std::snprintf(ms, sizeof ms, "%.0f", s.ms);
+  std::string text = "jit: " + std::to_string(s.regions) + " fused regions, " + std::to_string(s.kernels) + " kernels (" +
+                     std::to_string(s.compiled) + " compiled, " + std::to_string(s.loaded) + " from the cache";
+  if (s.shared) text += ", " + std::to_string(s.shared) + " shared";
+  return text + ") in " + ms + " ms";
+}
+
+}  // namespace dtl::jit

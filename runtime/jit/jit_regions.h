@@ -1,0 +1,43 @@
+// `--kernels jit`: the executor's RegionRunner (runtime/exec/backend.h) over
+// the kernel generator's x86 JIT (compiler/codegen/jit_x86.h). Every
+// distinct region of a program (by the cache key: equal regions share one
+// kernel, also across the executors of one process) is compiled — or loaded
+// from the object cache — once, when the runner is made, before step 1.
+// Only binaries that link the generator (dtlc, some tests) link this
+// library; the executor and backends stay free of LLVM.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "compiler/codegen/object_cache.h"
+#include "core/program.h"
+#include "runtime/exec/backend.h"
+
+namespace dtl::jit {
+
+struct JitStats {
+  int regions = 0;   // the program's fused regions
+  int kernels = 0;   // distinct kernels among them
+  int compiled = 0;  // kernels compiled now
+  int loaded = 0;    // kernels loaded from the object cache
+  int shared = 0;    // kernels another executor of this process had ready
+  double ms = 0;     // wall time to have them all
+};
+
+struct JitOptions {
+  codegen::ObjectCache cache;  // no folder: compile every kernel
+  // A region spreads its chunks of rows over ctx.threads only from this
+  // many points on: below it, starting threads costs more than it saves
+  // (an elementwise kernel is bound by memory). Tests lower it.
+  int64_t parallel_work = int64_t{1} << 20;
+};
+
+// nullptr with *error when a region cannot be compiled.
+std::unique_ptr<rt::RegionRunner> makeJitRegions(const prog::Program& p, const JitOptions& options, std::string* error,
+                                                 JitStats* stats = nullptr);
+
+// "jit: 12 regions, 9 kernels (3 compiled, 6 from the cache) in 85 ms"
+std::string describe(const JitStats& s);
+
+}  // namespace dtl::jit

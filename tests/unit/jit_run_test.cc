@@ -1,0 +1,281 @@
+// `--kernels jit` in process: the samples' programs planned with fused
+// regions and run by the executor with the x86 JIT's kernels must reach
+// the reference backend's loss and gradients within the tolerance the fast
+// backend is held to (backend_graph_test: 1e-4), bitwise the same on one
+// thread or three; and the object cache: a second runner loads every kernel
+// the first compiled and computes the same bits, and a cache file that is
+// corrupt (a bad checksum, or a good checksum over bytes LLVM refuses) is
+// compiled again, never trusted.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include "compiler/driver/frontend.h"
+#include "compiler/program/plan_program.h"
+#include "core/xxhash.h"
+#include "runtime/exec/executor.h"
+#include "runtime/jit/jit_regions.h"
+#include "tests/unit/backend_test_util.h"
+#include "tests/unit/scratch_dir.h"
+
+namespace dtl::rt::testing {
+namespace {
+
+struct Sample {
+  driver::Frontend fe;
+  std::map<std::string, Buf> params, inputs;
+};
+
+// A GPT small enough for the reference kernels (char_gpt's take seconds).
+const char* const kTinyGpt = R"(
+model G {
+  dim vocab = 16, seq = 8, d = 16, heads = 4, hidden = 32, layers = 2
+  input tokens : i32[batch, seq]
+  input targets : i32[batch, seq]
+  tok = Embedding(vocab, d)
+  param pos : [seq, d] init normal(std = 0.02)
+  blocks = repeat(layers) TransformerBlock(d, heads, hidden)
+  ln_f = LayerNorm(d)
+  logits = ln_f(blocks(tok(tokens) + pos)) @ tok.table
+  loss = cross_entropy(logits, targets, over = vocab) + 0.1 * mean(softmax(logits, over = vocab) * logits)
+}
+data { train { synthetic(seed = 5) } }
+train {
+  batch = 4
+  steps = 1
+  optimizer = sgd(lr = 0.1)
+}
+)";
+
+// A comparison in a region: its Bool output, widened to the executor's int32.
+const char* const kCompare = R"(
+model M {
+  dim f = 16, h = 32, c = 4
+  input x : f32[batch, f]
+  input y : i32[batch]
+  l1 = Linear(f, h)
+  l2 = Linear(h, c)
+  logits = l2(relu(l1(x)))
+  loss = cross_entropy(logits, y, over = c)
+  metric positive = mean(cast(logits > 0.5 * logits * logits, f32))
+}
+data { train { synthetic(seed = 1) } }
+train {
+  batch = 24
+  steps = 1
+  optimizer = sgd(lr = 0.1)
+}
+)";
+
+// A sample (or, with `text`, that spec) at one rank, with random parameters
+// and inputs (labels and tokens within their tables).
+std::unique_ptr<Sample> load(const std::string& name, const std::string& batch, const char* text = nullptr) {
+  auto s = std::make_unique<Sample>();
+  driver::FrontendOptions o;
+  o.sets.push_back("train.batch=" + batch);
+  const std::string path = std::string(DTL_SOURCE_DIR) + "/samples/" + name;
+  EXPECT_EQ(text ? s->fe.runText(name, text, o, driver::Stop::Grad) : s->fe.run(path, o, driver::Stop::Grad), 0)
+      << s->fe.diagnostics().render();
+  const ir::Graph& g = s->fe.graph();
+  std::map<int, int> hi;
+  for (const ir::Node& n : g.nodes) {
+    if (n.op == ir::Op::Embed) hi[n.inputs[1]] = static_cast<int>(g[n.inputs[0]].shape.dims[0].size);
+    if (n.op == ir::Op::CrossEntropy)
+      hi[n.inputs[1]] = static_cast<int>(g[n.inputs[0]].shape.dims[static_cast<size_t>(g[n.inputs[0]].shape.find(n.names[0]))].size);
+  }
+  std::mt19937 rng(3);
+  for (const ir::Node& n : g.nodes) {
+    if (n.op == ir::Op::Param && !s->params.count(n.name)) s->params[n.name] = normal(n.shape, rng, 0.2f);
+    if (n.op == ir::Op::Input && !s->inputs.count(n.name))
+      s->inputs[n.name] = isFloat(n.dtype) ? normal(n.shape, rng, 1.0f) : ints(n.shape, rng, 0, hi.count(n.id) ? hi[n.id] - 1 : 1, n.dtype);
+  }
+  return s;
+}
+
+struct Result {
+  Buf loss;
+  std::map<std::string, Buf> grads;
+  float eval_loss = 0;
+  std::map<std::string, float> metrics;
+};
+
+// One training run and one evaluation run of the program.
+Result runOnce(Sample& s, const prog::Program& p, Backend& be, RegionRunner* regions, int threads) {
+  Result r;
+  Executor ex(p, be, regions);
+  for (auto& [path, b] : s.params) ex.bindParam(path, b.f.data());
+  for (auto& [name, b] : s.inputs)
+    ex.setInput(name, isFloat(b.dtype) ? static_cast<const void*>(b.f.data()) : static_cast<const void*>(b.i.data()), b.size());
+  RunContext ctx;
+  ctx.seed = 9;
+  ctx.threads = threads;
+  KernelStatus st = ex.run(true, ctx);
+  EXPECT_TRUE(st.ok) << st.message;
+  if (!st.ok) return r;
+  const ir::Graph& g = s.fe.graph();
+  r.loss = Buf(Shape{}, DType::F32);
+  r.loss.f[0] = ex.value(g.loss);
+  for (const auto& [path, id] : g.grads) {
+    Buf& b = r.grads[path] = Buf(s.params[path].shape, DType::F32);
+    const float* got = ex.grad(path);
+    std::copy(got, got + b.size(), b.f.begin());
+  }
+  for (const auto& [name, id] : g.metrics) r.metrics[name] = ex.value(id);
+  st = ex.run(false, ctx);
+  EXPECT_TRUE(st.ok) << st.message;
+  r.eval_loss = ex.value(g.loss);
+  return r;
+}
+
+bool bitwise(const Result& a, const Result& b) {
+  if (std::memcmp(a.loss.f.data(), b.loss.f.data(), 4) != 0 || a.eval_loss != b.eval_loss) return false;
+  for (const auto& [path, g] : a.grads)
+    if (g.f != b.grads.at(path).f) return false;
+  return true;
+}
+
+class JitRun : public dtl::testing::ScratchDirTest {};
+
+// jit against the reference within fast's tolerance; or, where the
+// reference kernels are too slow for a unit test, against fast within twice
+// it (both are within it of the reference).
+void checkSample(const std::string& name, const std::string& batch, const std::string& cache, bool reference,
+                 const char* text = nullptr, bool transcendentals = false) {
+  auto s = load(name, batch, text);
+  const ir::Graph& g = s->fe.graph();
+  const prog::Program plain = program::planProgram(g);
+  program::PlanOptions o;
+  o.fuse = true;
+  o.fuse_transcendentals = transcendentals;
+  const prog::Program fused = program::planProgram(g, layout::Layout{}, {}, o);
+  ASSERT_FALSE(fused.fused.empty());
+  std::string error;
+  jit::JitStats stats;
+  jit::JitOptions options;
+  options.cache.dir = cache;
+  options.parallel_work = 0;  // every region with a split runs its chunks on the threads given
+  std::unique_ptr<RegionRunner> regions = jit::makeJitRegions(fused, options, &error, &stats);
+  ASSERT_TRUE(regions) << error;
+  EXPECT_EQ(stats.regions, static_cast<int>(fused.fused.size()));
+  EXPECT_LE(stats.kernels, stats.regions);
+  std::unique_ptr<Backend> ref = makeReferenceBackend(), fast = makeFastBackend();
+  const Result f = runOnce(*s, plain, *fast, nullptr, 1);
+  const Result want = reference ? runOnce(*s, plain, *ref, nullptr, 1) : f;
+  const Result j = runOnce(*s, fused, *fast, regions.get(), 1);
+  const double tol = reference ? 1e-4 : 2e-4;
+  EXPECT_TRUE(close(f.loss, want.loss, 1e-4, 1e-5)) << name << " fast loss";
+  EXPECT_TRUE(close(j.loss, want.loss, tol, 1e-5)) << name << " jit loss";
+  EXPECT_NEAR(j.eval_loss, want.eval_loss, tol * std::fabs(want.eval_loss) + 1e-5) << name << " jit evaluation loss";
+  for (const auto& [metric, v] : want.metrics) EXPECT_NEAR(j.metrics.at(metric), v, tol * std::fabs(v) + 1e-5) << metric;
+  for (const auto& [path, grad] : want.grads) {
+    EXPECT_TRUE(close(f.grads.at(path), grad, 1e-4, 1e-5)) << name << " fast " << path;
+    EXPECT_TRUE(close(j.grads.at(path), grad, tol, 1e-5)) << name << " jit " << path;
+  }
+  // Chunks of rows are fixed by the region, not by the threads.
+  const Result j4 = runOnce(*s, fused, *fast, regions.get(), 3);
+  EXPECT_TRUE(bitwise(j, j4)) << name << ": jit on 3 threads differs from 1 thread";
+}
+
+TEST_F(JitRun, SyntheticMlpMatchesTheReferenceAsFastDoes) {
+  checkSample("synthetic_mlp.dtl", "64", path("cache"), true);
+}
+
+TEST_F(JitRun, TinyGptMatchesTheReferenceAsFastDoes) {
+  checkSample("tiny_gpt.dtl", "4", path("cache"), true, kTinyGpt);
+  // With the transcendentals fused too (softmax, gelu: --kernels jit leaves them to fast).
+  checkSample("tiny_gpt.dtl", "4", path("cache"), true, kTinyGpt, true);
+}
+
+TEST_F(JitRun, AComparisonsBoolOutputIsWidened) {
+  checkSample("compare.dtl", "24", path("cache"), true, kCompare);
+}
+
+TEST_F(JitRun, CharGptMatchesFast) { checkSample("char_gpt.dtl", "2", path("cache"), false); }
+
+TEST_F(JitRun, ObjectCacheLoadsWhatItCompiledAndRecompilesWhatIsCorrupt) {
+  auto s = load("synthetic_mlp.dtl", "64");
+  program::PlanOptions o;
+  o.fuse = true;
+  const prog::Program p = program::planProgram(s->fe.graph(), layout::Layout{}, {}, o);
+  jit::JitOptions cache;
+  cache.cache.dir = path("cache");
+  std::unique_ptr<Backend> fast = makeFastBackend();
+  auto build = [&](jit::JitStats& stats) {
+    std::string error;
+    auto r = jit::makeJitRegions(p, cache, &error, &stats);
+    EXPECT_TRUE(r) << error;
+    return r;
+  };
+  Result first;
+  jit::JitStats cold, warm, mended;
+  {
+    auto r = build(cold);
+    ASSERT_TRUE(r);
+    first = runOnce(*s, p, *fast, r.get(), 1);
+  }  // no runner of this process holds the kernels now: the next one reads the cache
+  EXPECT_EQ(cold.compiled, cold.kernels);
+  EXPECT_EQ(cold.loaded, 0);
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(path("cache")))
+    if (e.path().extension() == ".o") files.push_back(e.path());
+  ASSERT_EQ(static_cast<int>(files.size()), cold.kernels);
+  {
+    auto r = build(warm);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(warm.loaded, warm.kernels);
+    EXPECT_EQ(warm.compiled, 0);
+    EXPECT_TRUE(bitwise(first, runOnce(*s, p, *fast, r.get(), 1))) << "loaded kernels compute other bits";
+  }
+  ASSERT_GE(files.size(), 2u);
+  // One file with a flipped byte (its checksum fails), one whose header
+  // vouches for bytes that are no object file (LLVM refuses them).
+  std::string bytes;
+  {
+    std::ifstream in(files[0], std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  bytes[bytes.size() / 2] ^= 0x5a;
+  std::ofstream(files[0], std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::string junk(200, 'x');
+  std::string forged = bytes.substr(0, 8);
+  for (uint64_t v : {static_cast<uint64_t>(junk.size()), xxh64(junk.data(), junk.size(), 0)})
+    for (int k = 0; k < 8; ++k) forged.push_back(static_cast<char>(v >> (8 * k)));
+  forged += junk;
+  std::ofstream(files[1], std::ios::binary | std::ios::trunc).write(forged.data(), static_cast<std::streamsize>(forged.size()));
+  {
+    auto r = build(mended);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(mended.compiled, 2);
+    EXPECT_EQ(mended.loaded, mended.kernels - 2);
+    EXPECT_TRUE(bitwise(first, runOnce(*s, p, *fast, r.get(), 1))) << "after mending the cache";
+  }
+  jit::JitStats again;
+  auto r = build(again);
+  EXPECT_EQ(again.loaded, again.kernels) << "the recompiled objects were not written back";
+}
+
+TEST(JitRunLimits, ACacheFolderPastItsBoundDropsTheLeastRecentlyUsed) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("dtl_jit_trim_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  codegen::ObjectCache cache{dir, 3000};
+  const std::string kb(1000, 'o');
+  codegen::writeCachedObject(cache, "a", kb);
+  usleep(20000);  // file times tick in milliseconds
+  codegen::writeCachedObject(cache, "b", kb);
+  usleep(20000);
+  EXPECT_TRUE(codegen::readCachedObject(cache, "a"));  // a is used: b is now the oldest
+  usleep(20000);
+  codegen::writeCachedObject(cache, "c", kb);  // 3 × (1000 + header) > 3000
+  EXPECT_TRUE(codegen::readCachedObject(cache, "c"));
+  EXPECT_FALSE(codegen::readCachedObject(cache, "b"));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace dtl::rt::testing
