@@ -27,13 +27,12 @@
 #include "runtime/exec/grad_sync.h"
 #include "runtime/exec/param_init.h"
 #include "runtime/exec/param_shards.h"
+#include "runtime/exec/run_log.h"
 #include "runtime/exec/train_state.h"
 #include "runtime/exec/writer_ranks.h"
 #include "runtime/io/checkpoint_store.h"
 #include "runtime/io/checksums.h"
 #include "runtime/io/file_ops.h"
-#include "runtime/io/metrics_writer.h"
-#include "runtime/io/progress.h"
 
 namespace dtl::rt {
 
@@ -139,19 +138,8 @@ class Trainer {
         return 1;
       }
     }
-    if (!c_.metrics_file.empty() && lead_) {
-      io::Status s = metrics_.open(c_.metrics_file, start > 0);
-      if (!s.ok) {
-        err_ += s.message + "\n";
-        return 1;
-      }
-    }
+    if (!log_.open(total_, start > 0, err_)) return 1;
     optim::Optimizer opt(c_.optimizer);
-    io::Progress progress(total_, tty_);
-    auto t0 = std::chrono::steady_clock::now();
-    int64_t samples_since = 0;
-    double window_loss = 0;
-    int64_t window_steps = 0;
     for (int64_t step = start + 1; step <= total_; ++step) {
       const auto step_start = std::chrono::steady_clock::now();
       const double waited_before = exec_->waitSeconds(), gathered_before = exec_->gatherWaitSeconds();
@@ -166,29 +154,20 @@ class Trainer {
       }
       if (!checkpoints_.confirm(err_)) return 1;
       double lr = optim::scheduledLr(c_.schedule, c_.optimizer.lr, step + shift_, total_ + shift_);
-      if (!update(opt, step, lr)) return 1;
+      RunLog::Step rec;
+      if (!update(opt, step, lr, rec.grad_norm)) return 1;
       if (step == start + 1 && !c_.memory_report.empty() && c_.global_rank == 0 && !reportMemory()) return 1;
-      samples_since += c_.batch * c_.accumulate * c_.world;
-      auto now = std::chrono::steady_clock::now();
-      double secs = std::chrono::duration<double>(now - t0).count();
-      double rate = secs > 0 ? static_cast<double>(samples_since) / secs : 0;
       if (c_.on_step) c_.on_step(step);
-      const double step_s = std::chrono::duration<double>(now - step_start).count();
-      std::vector<std::pair<std::string, double>> fields = {{"loss", loss}, {"lr", lr}, {"samples_per_s", rate},
-                                                            {"step_s", step_s}, {"comm_wait_s", exec_->waitSeconds() - waited_before}};
-      if (gathers_pieces_) fields.emplace_back("gather_wait_s", exec_->gatherWaitSeconds() - gathered_before);
-      if (lead_ && !c_.metrics_file.empty() && !writeMetrics(fields, {{"step", step}, {"epoch", epoch}})) return 1;
-      window_loss += loss;
-      ++window_steps;
+      rec.step = step;
+      rec.epoch = epoch;
+      rec.loss = loss;
+      rec.lr = lr;
+      rec.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+      rec.comm_wait_s = exec_->waitSeconds() - waited_before;
+      if (gathers_pieces_) rec.gather_wait_s = exec_->gatherWaitSeconds() - gathered_before;
       bool epoch_end = steps_per_epoch > 0 && (step + shift_) % steps_per_epoch == 0;
       // The last step is always shown, so a run shorter than `log every` says how it ended.
-      if (lead_ && (due(c_.log_every, step, epoch_end) || step == total_)) {
-        std::string line = progress.line(step, window_loss / static_cast<double>(window_steps), rate);
-        std::fputs(line.c_str(), stdout);
-        std::fflush(stdout);
-        window_loss = 0;
-        window_steps = 0;
-      }
+      if (!log_.step(rec, due(c_.log_every, step, epoch_end) || step == total_, err_)) return 1;
       if (!c_.eval_fields.empty() && (due(c_.eval_every, step, epoch_end) || step == total_)) {
         if (!evaluate(step, epoch)) return 1;
       }
@@ -197,21 +176,11 @@ class Trainer {
       }
     }
     if (!checkpoints_.confirm(err_)) return 1;  // training ended without diverging
-    if (lead_) std::fputs(progress.finish().c_str(), stdout);
+    log_.finish(total_ - start);
     return 0;
   }
 
  private:
-  // A line that cannot be written (a full disk) stops the run: a run must not
-  // go on without the record it was asked to keep.
-  bool writeMetrics(const std::vector<std::pair<std::string, double>>& fields,
-                    const std::vector<std::pair<std::string, int64_t>>& ints) {
-    metrics_.write(fields, ints);
-    if (metrics_.status().ok) return true;
-    err_ += "--metrics: " + metrics_.status().message + "\n";
-    return false;
-  }
-
   // What this rank holds, counted where it is allocated: the parameter
   // pieces, their gradient accumulators, the optimiser state, and the
   // executor's buffers (slots, communication buffers, unbound outputs).
@@ -431,22 +400,20 @@ class Trainer {
     }
   }
 
-  // The program's update schedule on this step's gradients.
-  bool update(const optim::Optimizer& opt, int64_t step, double lr) {
-    if (c_.clip > 0 && !clip(step)) return false;
+  // The program's update schedule on this step's gradients; `grad_norm`
+  // gets their global norm before clipping.
+  bool update(const optim::Optimizer& opt, int64_t step, double lr, double& grad_norm) {
+    comm::Status norm = clipOverPieces(params_, c_.clip, c_.comms, &grad_norm);  // clip <= 0: only the norm
+    if (!norm.ok) {
+      err_ += "step " + std::to_string(step) + ": " + (c_.clip > 0 ? "clipping: " : "the gradient norm: ") + norm.message + "\n";
+      return false;
+    }
     for (Param& p : params_) {
       exec_->bindStepGrad(p.spec->path, p.step_grad);
       exec_->bindState(p.spec->path, &p.state);
     }
     KernelStatus s = exec_->update(opt, step, lr);
     if (!s.ok) err_ += "step " + std::to_string(step) + ": " + s.message + "\n";
-    return s.ok;
-  }
-
-  // Global-norm clipping over the whole gradients (grad_sync.h).
-  bool clip(int64_t step) {
-    comm::Status s = clipOverPieces(params_, c_.clip, c_.comms);
-    if (!s.ok) err_ += "step " + std::to_string(step) + ": clipping: " + s.message + "\n";
     return s.ok;
   }
 
@@ -481,20 +448,14 @@ class Trainer {
     }
     std::vector<std::pair<std::string, double>> shown = {{"loss", loss / static_cast<double>(n)}};
     for (size_t k = 0; k < g.metrics.size(); ++k) shown.emplace_back(g.metrics[k].first, metric[k] / static_cast<double>(n));
-    std::vector<std::pair<std::string, double>> fields;
-    for (const auto& [name, value] : shown) fields.emplace_back("eval_" + name, value);
-    std::string line = io::Progress::evalLine(step, shown);
-    if (!lead_) return true;
-    if (!c_.metrics_file.empty() && !writeMetrics(fields, {{"step", step}, {"epoch", epoch}})) return false;
-    std::fputs((tty_ ? "\n" + line + "\n" : line + "\n").c_str(), stdout);
-    std::fflush(stdout);
-    return true;
+    return log_.eval(step, epoch, shown, err_);
   }
 
   // Mesh-free: every tensor is saved whole, by its full name and shape. A
   // sharded one is gathered first (every rank of its axes takes part); the
   // folder writer, global rank 0, then holds all of them.
   bool checkpoint(int64_t step) {
+    const auto began = std::chrono::steady_clock::now();
     io::CheckpointContents c;
     c.step = step;
     std::vector<std::string> names = optim::stateNames(c_.optimizer);
@@ -526,7 +487,13 @@ class Trainer {
     st.global_batch = c_.batch * c_.world;
     st.world = c_.world;
     c.state_json = trainStateJson(st);
-    return checkpoints_.save(c, err_);
+    if (!checkpoints_.save(c, err_)) return false;
+    int64_t bytes = static_cast<int64_t>(c.state_json.size());
+    for (const auto* blobs : {&c.params, &c.optimizer})
+      for (const io::TensorBlob& b : *blobs) bytes += static_cast<int64_t>(b.bytes.size());
+    log_.checkpoint(step, c_.checkpoint_dir + "/" + io::checkpointName(step), bytes,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+    return true;
   }
 
   bool resume(int64_t& start) {
@@ -621,7 +588,7 @@ class Trainer {
   std::vector<bool> scattered_;  // zero = 1 with accumulation: per param, summed and scattered by the program
   data::Dataset train_, eval_;
   std::unique_ptr<data::Loader> train_loader_;
-  io::MetricsWriter metrics_;
+  RunLog log_{c_, writesLogs(c_.global_rank), tty_};
   int64_t total_ = 0;
   int64_t shift_ = 0;  // this run's step count in the epoch's units, minus the optimiser's (resume())
   bool lead_ = true;  // logs, prints and writes metrics

@@ -49,9 +49,13 @@ struct TrainConfig {
   int zero = 0;     // the spec's `zero`: at 1, accumulated gradients are reduce-scattered once per step
   uint64_t seed = 0;
   Period log_every, eval_every, checkpoint_every;
-  std::string checkpoint_dir;
+  // The run folder: metrics.jsonl (rank 0 writes it; "" writes none) and,
+  // unless --no-checkpoints, the checkpoints (checkpoint_dir, the same folder).
+  std::string run_dir, checkpoint_dir;
   int64_t checkpoint_keep = 0;
-  std::string init_file, resume_dir, metrics_file;
+  std::string init_file, resume_dir, metrics_file;  // metrics_file: --metrics, also written
+  std::string resume_checkpoint;  // --resume DIR/step-N: that checkpoint, not the newest that verifies
+  int64_t tokens_per_sample = 0;  // the token ids' positions per sample (a sequence dim); 0: none
   std::string memory_report;  // global rank 0 writes what it holds there after step 1
   bool reference_kernels = false;
   int threads = 1;

@@ -195,7 +195,7 @@ TEST_F(Run, ClippingSharedGradientsScalesEachOnce) {
   std::string err;
   ASSERT_EQ(run({path("s.dtl"), "--steps", "5", "--metrics", path("one.jsonl")}, &err), 0) << err;
   ASSERT_EQ(run({path("s.dtl"), "--steps", "5", "--set", "train.batch=4", "--set", "train.accumulate=2", "--metrics",
-                 path("two.jsonl")}, &err), 0) << err;
+                 path("two.jsonl"), "--out", "two"}, &err), 0) << err;
   std::vector<double> one = losses("one.jsonl"), two = losses("two.jsonl");
   ASSERT_EQ(one.size(), 5u);
   ASSERT_EQ(two.size(), 5u);
@@ -253,9 +253,9 @@ TEST_F(Run, InitLoadsByPathAndRejectsMismatches) {
   ASSERT_EQ(run({path("s.dtl"), "--steps", "1"}, &err), 0) << err;
   std::string params = path("ck/step-00000001/params.safetensors");
   ASSERT_TRUE(fs::exists(params));
-  EXPECT_EQ(run({path("s.dtl"), "--steps", "1", "--init", params}, &err), 0) << err;
+  EXPECT_EQ(run({path("s.dtl"), "--steps", "1", "--init", params, "--out", "init"}, &err), 0) << err;
   // A model with another hidden size: every mis-shaped tensor is named.
-  EXPECT_EQ(run({path("s.dtl"), "--steps", "1", "--set", "model.h=9", "--init", params}, &err), 1);
+  EXPECT_EQ(run({path("s.dtl"), "--steps", "1", "--set", "model.h=9", "--init", params, "--out", "h9"}, &err), 1);
   EXPECT_NE(err.find("tensor `l1.weight` is F32[6, 8] but parameter `l1.weight` is F32[f=6, h=9]"), std::string::npos)
       << err;
   // A truncated file.
@@ -267,12 +267,12 @@ TEST_F(Run, InitLoadsByPathAndRejectsMismatches) {
     bytes = ss.str();
   }
   write("cut.safetensors", bytes.substr(0, bytes.size() - 10));
-  EXPECT_EQ(run({path("s.dtl"), "--steps", "1", "--init", path("cut.safetensors")}, &err), 1);
+  EXPECT_EQ(run({path("s.dtl"), "--steps", "1", "--init", path("cut.safetensors"), "--out", "cut"}, &err), 1);
   EXPECT_NE(err.find("cut.safetensors"), std::string::npos) << err;
   // A flipped bit in a checkpoint's tensor: its checksum names it.
   bytes.back() = static_cast<char>(bytes.back() ^ 0x20);
   write("flipped.safetensors", bytes);
-  EXPECT_EQ(run({path("s.dtl"), "--steps", "1", "--init", path("flipped.safetensors")}, &err), 1);
+  EXPECT_EQ(run({path("s.dtl"), "--steps", "1", "--init", path("flipped.safetensors"), "--out", "flipped"}, &err), 1);
   EXPECT_NE(err.find(path("flipped.safetensors") + ": tensor `l2.bias` does not match its checksum"), std::string::npos)
       << err;
 }
