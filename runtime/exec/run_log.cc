@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 
 #include "runtime/exec/step_flops.h"
 #include "runtime/kernels/fast/gemm_rate.h"
@@ -27,6 +29,8 @@ bool RunLog::open(int64_t total, bool resumed, std::string& err) {
   if (!c_.run_dir.empty()) files.emplace_back(c_.run_dir + "/metrics.jsonl", "metrics");
   if (!c_.metrics_file.empty()) files.emplace_back(c_.metrics_file, "--metrics");
   for (const auto& [path, flag] : files) {
+    std::error_code ec;  // --metrics naming the run folder's file: written once
+    if (!metrics_.empty() && std::filesystem::equivalent(path, files.front().first, ec)) continue;
     auto w = std::make_unique<io::MetricsWriter>();
     io::Status s = w->open(path, resumed);
     if (!s.ok) {

@@ -127,19 +127,36 @@ void findMetrics(const ReportFlags& f, report::PageInputs& in) {
   std::string text;
   if (!readFile(in.metrics_path, text)) {
     in.metrics_missing = "No metrics: " + in.metrics_path +
-                         " does not exist. Train with `dtlc run SPEC --metrics " + in.metrics_path +
-                         "`, or name the file with `dtlc report " + f.dir + " --metrics FILE`.";
+                         " does not exist. `dtlc run SPEC --out " + f.dir + "` writes it there; or name the file with `dtlc report " +
+                         f.dir + " --metrics FILE`.";
     return;
   }
   in.metrics = report::parseMetrics(text);
 }
 
-// The spec's plan at `world` ranks (0: the spec's own mesh), as a picture and as text.
+// The --sets a run had, which `dtlc run` names in the header of the spec it
+// writes into its run folder (`# set: KEY=VALUE`, tools/dtlc/run_folder.h).
+std::vector<std::string> headerSets(const std::string& spec_text) {
+  std::vector<std::string> sets;
+  size_t at = 0;
+  while (at < spec_text.size() && spec_text[at] == '#') {
+    size_t end = spec_text.find('\n', at);
+    if (end == std::string::npos) end = spec_text.size();
+    const std::string line = spec_text.substr(at, end - at);
+    if (line.rfind("# set: ", 0) == 0) sets.push_back(line.substr(7));
+    at = end + 1;
+  }
+  return sets;
+}
+
+// The spec's plan at `world` ranks (0: the spec's own mesh), as a picture and
+// as text, with the run's --sets and then the command line's.
 void planOf(const ReportFlags& f, int64_t world, report::PageInputs& in) {
   driver::FrontendOptions opt;
   opt.refuse_unbuilt = true;
   opt.world = world;
-  opt.sets = f.sets;
+  opt.sets = headerSets(in.spec_text);
+  opt.sets.insert(opt.sets.end(), f.sets.begin(), f.sets.end());
   driver::Frontend fe;
   std::string err;
   if (compileSpec(fe, "report", in.spec_path, opt, driver::Stop::Plan, err) != 0) {
