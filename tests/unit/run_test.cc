@@ -14,6 +14,7 @@
 
 #include "runtime/io/checkpoint_store.h"
 #include "tools/dtlc/cli.h"
+#include "tools/dtlc/run_folder.h"
 
 namespace dtl {
 namespace {
@@ -417,6 +418,53 @@ TEST_F(Run, UsageErrors) {
   EXPECT_EQ(err, "dtlc run: --node-rank expects this node's number, from 0, got '-1'\n");
   EXPECT_EQ(run({"x.dtl", "--nnodes", "0"}, &err), 2);
   EXPECT_EQ(run({"x.dtl", "--max-restarts", "x"}, &err), 2);
+}
+
+// Which folder a run writes (running.md, "Run folders"): --out, else the
+// folder --resume names (a step-N in it resumes that checkpoint), else the
+// spec's checkpoint folder, else runs/<spec file stem>.
+TEST(RunFolder, WhichFolder) {
+  auto folder = [](std::vector<std::string> args, const std::string& spec_checkpoint = "") {
+    cli::RunFlags f;
+    args.insert(args.begin(), {"run", "specs/line.dtl"});
+    EXPECT_EQ(cli::parseRun(args, f), "");
+    return cli::resolveRunFolder(f, spec_checkpoint);
+  };
+  EXPECT_EQ(folder({}).dir, "runs/line");
+  EXPECT_EQ(folder({}, "ck/").dir, "ck");
+  EXPECT_EQ(folder({"--out", "o/"}, "ck").dir, "o");
+  cli::RunFolder r = folder({"--resume", "runs/x"}, "ck");
+  EXPECT_EQ(r.dir, "runs/x");
+  EXPECT_EQ(r.resume_dir, "runs/x");
+  EXPECT_EQ(r.resume_checkpoint, "");
+  r = folder({"--resume", "runs/x/step-00000002/"});
+  EXPECT_EQ(r.dir, "runs/x");
+  EXPECT_EQ(r.resume_dir, "runs/x");
+  EXPECT_EQ(r.resume_checkpoint, "step-00000002");
+  r = folder({"--resume", "runs/x/step-00000002", "--out", "y"});
+  EXPECT_EQ(r.dir, "y");
+  EXPECT_EQ(r.resume_dir, "runs/x");
+  EXPECT_EQ(folder({"--resume", "step-00000003"}).resume_dir, ".");
+}
+
+// A folder holds a run when it has checkpoints or metrics lines; the spec
+// and plan alone (a run that stopped before step 1) do not count.
+TEST_F(Run, ATakenRunFolderIsRefusedUnlessResumed) {
+  cli::RunFolder f;
+  f.dir = "r";
+  EXPECT_EQ(cli::refuseTakenFolder(f), "");  // no folder yet
+  fs::create_directories("r");
+  write("r/spec.dtl", "model");
+  write("r/metrics.jsonl", "");
+  EXPECT_EQ(cli::refuseTakenFolder(f), "");
+  write("r/metrics.jsonl", "{\"step\": 1}\n");
+  EXPECT_EQ(cli::refuseTakenFolder(f),
+            "run folder r already holds a run (metrics.jsonl)\n"
+            "hint: --resume r continues it; --out DIR starts a new run in another folder (or remove r)");
+  fs::create_directories("r/step-00000001");
+  EXPECT_NE(cli::refuseTakenFolder(f).find("(metrics.jsonl, step-00000001)"), std::string::npos);
+  f.resume_dir = "./r/";
+  EXPECT_EQ(cli::refuseTakenFolder(f), "");  // resumed into the same folder
 }
 
 }  // namespace

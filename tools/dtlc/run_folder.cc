@@ -69,8 +69,8 @@ RunFolder resolveRunFolder(const RunFlags& f, const std::string& spec_checkpoint
   if (!f.resume.empty()) {
     const std::string resume = trimSlashes(f.resume);
     const fs::path p(resume);
-    if (isCheckpointName(p.filename().string()) && p.has_parent_path()) {
-      r.resume_dir = p.parent_path().string();
+    if (isCheckpointName(p.filename().string())) {
+      r.resume_dir = p.has_parent_path() ? p.parent_path().string() : ".";
       r.resume_checkpoint = p.filename().string();
     } else {
       r.resume_dir = resume;
