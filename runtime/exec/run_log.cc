@@ -115,12 +115,14 @@ void RunLog::checkpoint(int64_t step, const std::string& path, int64_t bytes, do
 }
 
 void RunLog::finish(int64_t steps) {
+  rusage u{};
+  const int64_t peak = ::getrusage(RUSAGE_SELF, &u) == 0 ? static_cast<int64_t>(u.ru_maxrss) * 1024 : -1;
+  // Every rank takes part: each tells rank 0 its peak.
+  summary_.peak_rss_bytes = c_.peak_memory ? c_.peak_memory(peak) : std::vector<int64_t>{peak};
   if (!lead_ || !progress_) return;
   std::fputs(progress_->finish().c_str(), stdout);
   summary_.steps = steps;
   summary_.samples_per_s = summary_.wall_s > 0 ? total_samples_ / summary_.wall_s : 0;
-  rusage u{};
-  if (::getrusage(RUSAGE_SELF, &u) == 0) summary_.peak_rss_bytes = static_cast<int64_t>(u.ru_maxrss) * 1024;
   std::fputs(io::Progress::summary(summary_).c_str(), stdout);
   std::fflush(stdout);
 }

@@ -69,6 +69,10 @@ struct TrainConfig {
   std::vector<int64_t> mesh;  // the size of each mesh axis (empty: one rank)
   std::map<std::string, comm::Communicator*> comms;
   std::function<void(int64_t)> on_step;  // after each optimiser step (progress for the launcher)
+  // At the end, on every rank, with its peak resident bytes: global rank 0
+  // gets every rank's (by rank; -1 for one it did not hear from), the others
+  // nothing. Unset: one process.
+  std::function<std::vector<int64_t>(int64_t own_peak_bytes)> peak_memory;
   // Before step 1, with a hash of every parameter's value: false (with a
   // message) stops the run — the ranks must start from the same parameters.
   std::function<bool(const std::string& params_hash, std::string& err)> confirm_params;

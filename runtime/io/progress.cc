@@ -209,7 +209,23 @@ std::string Progress::summary(const RunSummary& s) {
             ")\n";
   text += "  checkpoint: " + (s.checkpoint.empty() ? std::string("none written") : s.checkpoint) + "\n";
   if (!s.metrics.empty()) text += "  metrics: " + s.metrics + "\n";
-  if (s.peak_rss_bytes >= 0) text += "  peak memory: " + formatBytes(static_cast<double>(s.peak_rss_bytes)) + " (rank 0)\n";
+  const std::vector<int64_t>& peak = s.peak_rss_bytes;
+  auto mem = [](int64_t b) { return b < 0 ? std::string("unknown") : formatBytes(static_cast<double>(b)); };
+  if (peak.size() == 1) {
+    text += "  peak memory: " + mem(peak[0]) + "\n";
+  } else if (peak.size() <= 8 && !peak.empty()) {
+    text += "  peak memory per rank:";
+    for (size_t r = 0; r < peak.size(); ++r) text += (r ? ", " : " ") + std::to_string(r) + ": " + mem(peak[r]);
+    text += "\n";
+  } else if (!peak.empty()) {  // many ranks: the extremes
+    size_t lo = 0, hi = 0;
+    for (size_t r = 0; r < peak.size(); ++r) {
+      if (peak[r] >= 0 && (peak[lo] < 0 || peak[r] < peak[lo])) lo = r;
+      if (peak[r] > peak[hi]) hi = r;
+    }
+    text += "  peak memory per rank: " + mem(peak[lo]) + " (rank " + std::to_string(lo) + ") to " + mem(peak[hi]) +
+            " (rank " + std::to_string(hi) + ") over " + std::to_string(peak.size()) + " ranks\n";
+  }
   return text;
 }
 

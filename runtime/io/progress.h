@@ -64,7 +64,7 @@ struct RunSummary {
   std::vector<std::pair<std::string, double>> final_eval, best_eval;
   std::string checkpoint;  // the last checkpoint written, or ""
   std::string metrics;     // the metrics file
-  int64_t peak_rss_bytes = -1;  // rank 0's peak resident memory; < 0 unknown
+  std::vector<int64_t> peak_rss_bytes;  // each rank's peak resident memory, by rank; < 0 unknown
 };
 
 class Progress {

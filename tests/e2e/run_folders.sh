@@ -57,7 +57,7 @@ grep -q '^step 4/4 .*  ETA 0s$' a.out || fail "no line for the last step: $(cat 
 grep -Eq "^\[ckpt\] step 2 → runs/line/step-00000002 \($num (B|KiB), $num ms\)$" a.out || fail "no [ckpt] line: $(cat a.out)"
 grep -q '^done: 4 steps in ' a.out && grep -q '^  final eval: loss .* (after step 4)$' a.out &&
   grep -q '^  best eval (lowest loss): loss ' a.out && grep -q '^  checkpoint: runs/line/step-00000004$' a.out &&
-  grep -q '^  metrics: runs/line/metrics.jsonl$' a.out && grep -Eq '^  peak memory: [0-9.]+ MiB \(rank 0\)$' a.out ||
+  grep -q '^  metrics: runs/line/metrics.jsonl$' a.out && grep -Eq '^  peak memory: [0-9.]+ MiB$' a.out ||
   fail "the summary lacks a line: $(sed -n '/^done:/,$p' a.out)"
 for field in samples_per_s step_s comm_wait_s grad_norm flops_per_s mfu eta_s elapsed_s; do
   [ "$(grep -c "\"$field\": " runs/line/metrics.jsonl)" -eq 4 ] || fail "metrics.jsonl lacks $field on some step"
@@ -119,6 +119,7 @@ grep -Eq "^step 2/2  loss [0-9.]+  $num samples/s  $num tokens/s  " f.out || fai
 [ -f runs/tok/plan.txt ] && ! ls -d runs/tok/step-* >/dev/null 2>&1 || fail "--no-checkpoints: $(ls runs/tok)"
 "$dtlc" run ../specs/tok.dtl --nproc 2 --set train.batch=2 --out runs/tok2 >g.out 2>&1 || fail "2 ranks failed: $(cat g.out)"
 [ "$(grep -c '"loss"' runs/tok2/metrics.jsonl)" -eq 2 ] || fail "2 ranks: $(cat runs/tok2/metrics.jsonl)"
+grep -Eq '^  peak memory per rank: 0: [0-9.]+ MiB, 1: [0-9.]+ MiB$' g.out || fail "2 ranks: no peak memory per rank: $(cat g.out)"
 rc=0; "$dtlc" run ../specs/tok.dtl --nproc 2 --set train.batch=2 --out runs/tok2 >h.out 2>&1 || rc=$?
 [ "$rc" -eq 2 ] && grep -q 'run folder runs/tok2 already holds a run' h.out && ! grep -q '^rank 0' h.out ||
   fail "2 ranks into a taken folder: exit $rc: $(cat h.out)"

@@ -813,14 +813,22 @@ TEST(Progress, CheckpointLineAndSummary) {
   s.best_eval = {{"loss", 0.4105}, {"accuracy", 0.86011}};
   s.checkpoint = "runs/x/step-00002000";
   s.metrics = "runs/x/metrics.jsonl";
-  s.peak_rss_bytes = 432537600;
+  s.peak_rss_bytes = {432537600};
   EXPECT_EQ(Progress::summary(s),
             "done: 2000 steps in 2m41s (5,310 samples/s)\n"
             "  final eval: loss 0.4212, accuracy 0.8518 (after step 2000)\n"
             "  best eval (lowest loss): loss 0.4105, accuracy 0.8601 (after step 1500)\n"
             "  checkpoint: runs/x/step-00002000\n"
             "  metrics: runs/x/metrics.jsonl\n"
-            "  peak memory: 412.5 MiB (rank 0)\n");
+            "  peak memory: 412.5 MiB\n");
+  s.peak_rss_bytes = {432537600, 1048576, -1};
+  EXPECT_NE(Progress::summary(s).find("\n  peak memory per rank: 0: 412.5 MiB, 1: 1.0 MiB, 2: unknown\n"), std::string::npos);
+  s.peak_rss_bytes.assign(9, 2048);
+  s.peak_rss_bytes[4] = 1024;
+  s.peak_rss_bytes[7] = 4096;
+  EXPECT_NE(Progress::summary(s).find("\n  peak memory per rank: 1.0 KiB (rank 4) to 4.0 KiB (rank 7) over 9 ranks\n"),
+            std::string::npos)
+      << Progress::summary(s);
   RunSummary bare;
   bare.steps = 1;
   EXPECT_EQ(Progress::summary(bare), "done: 1 step in 0s (0.0 samples/s)\n  checkpoint: none written\n");

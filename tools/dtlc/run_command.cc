@@ -388,6 +388,21 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
     if (!st.ok) why = st.message;
     return st.ok;
   };
+  // Each rank's peak memory, for rank 0's summary (keys per restart: a
+  // restarted job's ranks start afresh).
+  config.peak_memory = [raw, env](int64_t own) {
+    const std::string prefix = "peak/" + std::to_string(env.restart_count) + "/";
+    const std::string text = std::to_string(own);
+    std::vector<int64_t> all;
+    if (!raw->set(prefix + std::to_string(env.rank), std::vector<uint8_t>(text.begin(), text.end())).ok || env.rank != 0)
+      return all;
+    for (int r = 0; r < env.world_size; ++r) {
+      std::vector<uint8_t> v;
+      const bool got = raw->get(prefix + std::to_string(r), v, std::chrono::milliseconds(10000)).ok;
+      all.push_back(got ? std::strtoll(std::string(v.begin(), v.end()).c_str(), nullptr, 10) : -1);
+    }
+    return all;
+  };
   // Rank 0 picks the checkpoint to resume from (the newest that verifies);
   // the others take its pick, so every rank continues from the same one.
   config.agree_on_checkpoint = [raw, env](std::string& name, std::string& why) {
