@@ -79,6 +79,9 @@ steps=$(grep -o '"step": [0-9]*, "epoch": [0-9]*, "loss"' runs/line/metrics.json
 [ "$steps" = "1,2,3,4,5,6," ] || fail "--resume runs/line: training steps $steps"
 grep -q '^resumed from runs/line at step 4$' c.out || fail "$(cat c.out)"
 
+rc=0; "$dtlc" run ../specs/line.dtl --resume runs/line/step-00000009 >n.out 2>&1 || rc=$?
+[ "$rc" -eq 1 ] && grep -q '^dtlc run: --resume runs/line/step-00000009: no such folder$' n.out || fail "a missing checkpoint: exit $rc: $(cat n.out)"
+
 # 4. --resume one checkpoint (step 2, not the newest), into a new folder: the
 #    same losses as the first run's steps 3-6, to the bit.
 "$dtlc" run ../specs/line.dtl --resume runs/line/step-00000002 --out runs/from2 >d.out 2>&1 ||

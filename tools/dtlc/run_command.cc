@@ -426,6 +426,12 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
 // folder already holding a run, then writes the spec and plan into it.
 int prepareRunFolder(const driver::Frontend& fe, const RunFlags& f, std::string& err) {
   const RunFolder folder = resolveRunFolder(f, fe.spec().train.checkpoint_dir);
+  const std::string resumed = folder.resume_dir + (folder.resume_checkpoint.empty() ? "" : "/" + folder.resume_checkpoint);
+  struct stat st{};
+  if (!folder.resume_dir.empty() && (::stat(resumed.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) {
+    err += "dtlc run: --resume " + f.resume + ": no such folder\n";
+    return 1;
+  }
   if (std::string no = refuseTakenFolder(folder); !no.empty()) {
     err += "dtlc run: " + no + "\n";
     return 2;
