@@ -40,6 +40,7 @@ void quotedPath(const driver::Frontend& fe, const diag::Loc& loc, const std::str
   if (loc.file != prog.spec_file || path.empty() || fs::path(path).is_absolute()) return;
   const std::string& text = fe.sources().text(loc.file);
   const std::string_view line = fe.sources().line(loc.file, loc.line);
+  if (line.data() == nullptr) return;  // no such line
   const size_t at = static_cast<size_t>(line.data() - text.data()) + static_cast<size_t>(loc.col - 1);
   const size_t len = static_cast<size_t>(loc.len);
   if (at + len > text.size() || len < 2 || text[at] != '"' || text[at + len - 1] != '"') return;
