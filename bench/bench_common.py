@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -88,8 +89,18 @@ def run(cmd, cwd=None, env=None, timeout=None, check=True, rss=False):
 
 def run_dtlc(cmd, metrics, want_steps, cwd=None, rss=False, env=None):
     """Runs a `dtlc run`; a non-zero exit after every step's metrics line was
-    written (e.g. a crash at exit) is reported as a warning, not a failure."""
-    wall, r = run(cmd, cwd=cwd, check=False, rss=rss, env=env)
+    written (e.g. a crash at exit) is reported as a warning, not a failure.
+    Without --out the run gets a fresh run folder, removed afterwards: dtlc
+    refuses a folder that already holds a run, and benches repeat runs."""
+    out = None
+    if '--out' not in cmd:
+        out = tempfile.mkdtemp(prefix='dtl_bench_run_')
+        cmd = list(cmd) + ['--out', out]
+    try:
+        wall, r = run(cmd, cwd=cwd, check=False, rss=rss, env=env)
+    finally:
+        if out:
+            shutil.rmtree(out, ignore_errors=True)
     if r.returncode != 0:
         steps = read_metrics(metrics)[0] if os.path.exists(metrics) else {}
         if len(steps) < want_steps:
@@ -118,12 +129,10 @@ def read_metrics(path):
 
 
 def step_clock(steps, batch):
-    """Seconds since the training loop started, at the end of each step.
-
-    dtl's `samples_per_s` is cumulative: samples trained since the loop
-    started (after start-up: parsing, graph, parameter init) divided by the
-    time since then, so t(n) = n * batch / samples_per_s(n)."""
-    return {n: n * batch / m['samples_per_s'] for n, m in steps.items() if m.get('samples_per_s')}
+    """Seconds since the training loop started, at the end of each step:
+    dtl's `elapsed_s` (the loop starts after start-up: parsing, graph,
+    parameter init). `batch` is unused (kept for the callers)."""
+    return {n: m['elapsed_s'] for n, m in steps.items() if m.get('elapsed_s') is not None}
 
 
 def steady_step_time(steps, batch, first, last):

@@ -32,10 +32,9 @@ PyTorch runs on OpenBLAS when a folder with one is found, else (or also, with
 torch and BLAS threads each PyTorch process actually had.
 
 Timing, `--steps` S steps after `--warmup` W warm-up steps on both sides:
-  - dtl: from rank 0's metrics, t(n) = n * 256 / samples_per_s(n)
-    (samples_per_s is cumulative since the training loop started and counts
-    the global batch: batch * accumulate * world, runtime/exec/trainer.cc),
-    step time (t(W+S) - t(W)) / S; start-up excluded;
+  - dtl: from rank 0's metrics, t(n) = elapsed_s(n) (seconds since the
+    training loop started, at the end of step n), step time
+    (t(W+S) - t(W)) / S; start-up excluded;
   - PyTorch: on rank 0, perf_counter around S steps after W steps, with a
     dist.barrier() before and after the timed steps (DDP).
 Reports steps/s per round, the best and the median of each configuration, the
@@ -153,8 +152,6 @@ def run_dtl(dtlc, job, warmup, steps, tmp):
     cmd = job.get('prefix', []) + cmd
     wall, _ = bc.run_dtlc(cmd, metrics, warmup + steps, cwd=tmp, env=job['env'])
     st, _ = bc.read_metrics(metrics)
-    # samples_per_s counts the global batch (batch * accumulate * world), so
-    # the global batch turns it back into time on 1 and on 2 ranks alike.
     return (bc.steady_step_time(st, GLOBAL_BATCH, warmup, warmup + steps), wall,
             {n: m['loss'] for n, m in st.items()})
 

@@ -12,8 +12,7 @@ sequence 128, batch 2 (so it fits), AdamW(lr 6e-4, betas (0.9, 0.95),
 weight_decay 0.1), f32, one process.
 
 dtl: `dtlc run SPEC --steps W+S --metrics FILE`; step times from the metrics
-(t(n) = n * batch / samples_per_s(n), cumulative since the training loop
-started): the timed steps are W+1 .. W+S, (t(W+S) - t(W)) / S; the first step
+(t(n) = elapsed_s(n), seconds since the training loop started): the timed steps are W+1 .. W+S, (t(W+S) - t(W)) / S; the first step
 (buffer allocation, page faults) is reported on its own.
 
 PyTorch: a twin written with einsum like tests/parity/run_parity.py's GPT

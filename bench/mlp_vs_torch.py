@@ -19,8 +19,8 @@ libblas.so.3 is installed, which is the slow netlib reference BLAS when only
 libblas3 is). The peer is the fastest configuration.
 Both sides time `--steps` steps after `--warmup` warm-up steps:
   - dtl: `dtlc run --steps warmup+steps --metrics FILE`; the step time comes
-    from the metrics (t(n) = n * batch / samples_per_s(n), cumulative since
-    the training loop started), so start-up is excluded: (t(W+S) - t(W)) / S;
+    from the metrics (t(n) = elapsed_s(n), seconds since the training loop
+    started), so start-up is excluded: (t(W+S) - t(W)) / S;
   - PyTorch: perf_counter around S steps after W steps.
 Reports steps/s per round, the best and the median of each configuration, which
 PyTorch configuration won, the ratio dtl / best PyTorch configuration (best over best and median over

@@ -16,9 +16,8 @@ and dtl's ZeRO-1 next to PyTorch DDP + ZeroRedundancyOptimizer.
      zero2       ... ; zero = 2
      zero3       ... ; zero = 3; prefetch = 1
      zero3_nopf  ... ; zero = 3; prefetch = 0
-   Step time from rank 0's metrics as in the other benchmarks: t(n) = n * 8 /
-   samples_per_s(n) (cumulative since the training loop started, counting the
-   global batch), mean of steps W+1 .. W+S = (t(W+S) - t(W)) / S. The wait:
+   Step time from rank 0's metrics as in the other benchmarks: t(n) =
+   elapsed_s(n) (seconds since the training loop started), mean of steps W+1 .. W+S = (t(W+S) - t(W)) / S. The wait:
    each metrics line's `comm_wait_s` (seconds rank 0 spent blocked in
    collective waits that step) and, at zero = 3, `gather_wait_s` (the part
    spent on gathers of parameters: what prefetching hides; the goal is on

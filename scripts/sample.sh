@@ -7,8 +7,9 @@
 #             epochs or steps (`--set train.epochs=N` replaces either)
 #   STEPS=N   train N optimiser steps (`dtlc run --steps N`)
 #   NPROC=N   check for N ranks and train on N ranks (`--nproc N`)
-# Trains in build/, so the metrics (build/sample-metrics.jsonl) and the
-# sample's checkpoints (under build/runs/) stay out of the source tree.
+# Trains in build/, so the metrics (build/sample-metrics.jsonl) and the run
+# folder (build/runs/<sample>-<time>: a fresh one each time, as dtlc run
+# refuses a folder holding a run) stay out of the source tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -23,5 +24,6 @@ echo
 echo "\$ build/bin/dtlc check $sample ${sets[*]} ${world[*]}"
 bin/dtlc check "$sample" "${sets[@]}" "${world[@]}"
 echo
-echo "\$ (cd build && bin/dtlc run $sample ${sets[*]} ${steps[*]} ${nproc[*]} --metrics sample-metrics.jsonl)"
-bin/dtlc run "$sample" "${sets[@]}" "${steps[@]}" "${nproc[@]}" --metrics sample-metrics.jsonl
+out=runs/$(basename "$sample" .dtl)-$(date -u +%Y%m%d-%H%M%S)
+echo "\$ (cd build && bin/dtlc run $sample ${sets[*]} ${steps[*]} ${nproc[*]} --metrics sample-metrics.jsonl --out $out)"
+bin/dtlc run "$sample" "${sets[@]}" "${steps[@]}" "${nproc[@]}" --metrics sample-metrics.jsonl --out "$out"

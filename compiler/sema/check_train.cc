@@ -210,9 +210,9 @@ void checkTrain(const Program& prog, TrainSpec& t, diag::Diagnostics& diags) {
     slot->present = c.every(*e.every, "`" + w + " every`", slot->count, slot->unit);
     if (w == "checkpoint") {
       std::string dir;
-      if (!e.target) {
-        diags.error(e.what.loc, "`checkpoint` needs a folder", "e.g. `checkpoint \"runs/mnist\" every 1 epoch keep 2`");
-      } else if (c.string(*e.target, "`checkpoint`", dir)) {
+      // Without a folder the checkpoints go to the run folder (`dtlc run
+      // --out DIR`, by default runs/<spec name>).
+      if (e.target && c.string(*e.target, "`checkpoint`", dir)) {
         // An output: relative to the working folder, as `--resume DIR` and
         // `--metrics FILE` are, so `--resume` names the folder this wrote.
         // (Inputs — data files, imports — are relative to the spec.)

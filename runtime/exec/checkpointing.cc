@@ -64,7 +64,12 @@ bool Checkpointing::resume(io::CheckpointContents& out, std::string& err) {
   io::Status s;
   if (writer()) {
     io::LoadReport report;
-    s = io::CheckpointStore::loadNewestIntact(dir, out, report);
+    if (!c_.resume_checkpoint.empty()) {  // the one named, or nothing
+      s = io::CheckpointStore::load(dir, c_.resume_checkpoint, out, &report.warning);
+      report.name = c_.resume_checkpoint;
+    } else {
+      s = io::CheckpointStore::loadNewestIntact(dir, out, report);
+    }
     chosen = s.ok ? report.name : "";
     for (const std::string& skipped : report.skipped)
       std::fprintf(stderr, "warning: --resume %s: passed over %s\n", dir.c_str(), skipped.c_str());

@@ -34,7 +34,8 @@ class Checkpointing {
 
   // Loads the checkpoint to resume from: rank 0 picks the newest in
   // `config.resume_dir` that verifies (naming on stderr each newer one it
-  // passes over, and why), and the others load the one it picked.
+  // passes over, and why) — or the one `config.resume_checkpoint` names —
+  // and the others load the one it picked.
   bool resume(io::CheckpointContents& out, std::string& err);
 
  private:

@@ -10,7 +10,7 @@
 namespace dtl::rt {
 
 comm::Status clipOverPieces(std::vector<Param>& params, double max_norm,
-                            const std::map<std::string, comm::Communicator*>& comms, double& total) {
+                            const std::map<std::string, comm::Communicator*>& comms, double* total_norm) {
   std::vector<std::pair<float*, int64_t>> grads;
   std::vector<float> norms;
   std::map<std::string, std::vector<size_t>> by_axes;  // the axes a gradient is split on → its params
@@ -31,7 +31,12 @@ comm::Status clipOverPieces(std::vector<Param>& params, double max_norm,
     if (!s.ok) return s;
     for (size_t k = 0; k < members.size(); ++k) norms[members[k]] = std::sqrt(squares[k]);
   }
-  total = optim::clipGradNormFrom(grads, norms, max_norm);
+  double total = 0;
+  if (max_norm > 0)
+    total = optim::clipGradNormFrom(grads, norms, max_norm);
+  else if (!norms.empty())
+    total = optim::normTwo(norms.data(), static_cast<int64_t>(norms.size()));
+  if (total_norm) *total_norm = total;
   return {};
 }
 

@@ -18,10 +18,11 @@ namespace dtl::rt {
 // Clips the step gradients to `max_norm` (optim::clipGradNormFrom): a split
 // gradient's norm is the root of its pieces' summed squares (one all-reduce
 // per set of axes it is split on), a replicated one's is taken once, as one
-// process takes it — without splits, PyTorch's result to the bit. The
-// global norm before clipping goes to `total` (for the metrics).
+// process takes it — without splits, PyTorch's result to the bit.
+// `total_norm` (if given) gets the global norm before clipping; with
+// max_norm <= 0 that norm is all it does (the gradients are left as they are).
 comm::Status clipOverPieces(std::vector<Param>& params, double max_norm,
-                            const std::map<std::string, comm::Communicator*>& comms, double& total);
+                            const std::map<std::string, comm::Communicator*>& comms, double* total_norm = nullptr);
 
 // With accumulation the gradients the program reduces in buckets are
 // reduced once per step: each micro-batch keeps its partial sums (the

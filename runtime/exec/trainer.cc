@@ -32,14 +32,13 @@
 #include "runtime/exec/grad_sync.h"
 #include "runtime/exec/param_init.h"
 #include "runtime/exec/param_shards.h"
+#include "runtime/exec/run_log.h"
 #include "runtime/exec/step_guard.h"
 #include "runtime/exec/train_state.h"
 #include "runtime/exec/writer_ranks.h"
 #include "runtime/io/checkpoint_store.h"
 #include "runtime/io/checksums.h"
 #include "runtime/io/file_ops.h"
-#include "runtime/io/metrics_writer.h"
-#include "runtime/io/progress.h"
 
 namespace dtl::rt {
 
@@ -148,20 +147,9 @@ class Trainer {
         return 1;
       }
     }
-    if (!c_.metrics_file.empty() && lead_) {
-      io::Status s = metrics_.open(c_.metrics_file, start > 0);
-      if (!s.ok) {
-        err_ += s.message + "\n";
-        return 1;
-      }
-    }
+    if (!log_.open(total_, start > 0, err_)) return 1;
     optim::Optimizer opt(c_.optimizer);
     if (!guard_.start(err_)) return 1;
-    io::Progress progress(total_, tty_);
-    auto t0 = std::chrono::steady_clock::now();
-    int64_t samples_since = 0;
-    double window_loss = 0;
-    int64_t window_steps = 0;
     for (int64_t step = start + 1; step <= total_; ++step) {
       const auto step_start = std::chrono::steady_clock::now();
       const double waited_before = exec_->waitSeconds(), gathered_before = exec_->gatherWaitSeconds();
@@ -185,37 +173,26 @@ class Trainer {
       // A skipped step moves neither the optimiser's step count nor the schedule.
       const int64_t opt_step = step - skipped_;
       double lr = optim::scheduledLr(c_.schedule, c_.optimizer.lr, opt_step + shift_, total_ + shift_);
+      RunLog::Step rec;
       if (verdict.skip) {
         ++skipped_;
-      } else if (!update(opt, opt_step, lr)) {
+        rec.grad_norm = std::nan("");  // not measured: the step was not finite (null in the metrics)
+      } else if (!update(opt, opt_step, lr, rec.grad_norm)) {
         return 1;
       }
       if (step == start + 1 && !c_.memory_report.empty() && c_.global_rank == 0 && !reportMemory()) return 1;
-      samples_since += c_.batch * c_.accumulate * c_.world;
-      auto now = std::chrono::steady_clock::now();
-      double secs = std::chrono::duration<double>(now - t0).count();
-      double rate = secs > 0 ? static_cast<double>(samples_since) / secs : 0;
       if (c_.on_step) c_.on_step(step);
-      const double step_s = std::chrono::duration<double>(now - step_start).count();
-      std::vector<std::pair<std::string, double>> fields = {{"loss", loss}, {"lr", lr}, {"samples_per_s", rate},
-                                                            {"step_s", step_s}, {"comm_wait_s", exec_->waitSeconds() - waited_before}};
-      if (gathers_pieces_) fields.emplace_back("gather_wait_s", exec_->gatherWaitSeconds() - gathered_before);
-      // What clipping measured; a skipped step is not clipped (null: it was not finite).
-      if (c_.clip > 0) fields.emplace_back("grad_norm", verdict.skip ? std::nan("") : grad_norm_);
-      std::vector<std::pair<std::string, int64_t>> ints = {{"step", step}, {"epoch", epoch}};
-      if (c_.on_nonfinite == "skip") ints.emplace_back("skipped_steps", skipped_);
-      if (lead_ && !c_.metrics_file.empty() && !writeMetrics(fields, ints)) return 1;
-      window_loss += loss;
-      ++window_steps;
+      rec.step = step;
+      rec.epoch = epoch;
+      rec.loss = loss;
+      rec.lr = lr;
+      rec.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+      rec.comm_wait_s = exec_->waitSeconds() - waited_before;
+      if (gathers_pieces_) rec.gather_wait_s = exec_->gatherWaitSeconds() - gathered_before;
+      if (c_.on_nonfinite == "skip") rec.skipped_steps = skipped_;
       bool epoch_end = steps_per_epoch > 0 && (step + shift_) % steps_per_epoch == 0;
       // The last step is always shown, so a run shorter than `log every` says how it ended.
-      if (lead_ && (due(c_.log_every, step, epoch_end) || step == total_)) {
-        std::string line = progress.line(step, window_loss / static_cast<double>(window_steps), rate);
-        std::fputs(line.c_str(), stdout);
-        std::fflush(stdout);
-        window_loss = 0;
-        window_steps = 0;
-      }
+      if (!log_.step(rec, due(c_.log_every, step, epoch_end) || step == total_, err_)) return 1;
       if (!c_.eval_fields.empty() && (due(c_.eval_every, step, epoch_end) || step == total_)) {
         if (!evaluate(step, epoch)) return 1;
       }
@@ -226,7 +203,7 @@ class Trainer {
       if (stopping) return stopAfter(step, verdict.stop_signal);
     }
     if (!checkpoints_.confirm(err_)) return 1;  // training ended without diverging
-    if (lead_) std::fputs(progress.finish().c_str(), stdout);
+    log_.finish(total_ - start);
     return 0;
   }
 
@@ -238,22 +215,12 @@ class Trainer {
     if (!lead_) return 0;
     std::string line = "stopped after step " + std::to_string(step) + " (" + (signal == SIGINT ? "SIGINT" : "SIGTERM") + "): ";
     line += c_.checkpoint_dir.empty()
-                ? "no checkpoint written (the spec names no checkpoint folder, or --no-checkpoints)"
+                ? "no checkpoint written (--no-checkpoints)"
                 : "saved " + c_.checkpoint_dir + "/" + io::checkpointName(step) + "; --resume " + c_.checkpoint_dir +
                       " continues from it";
     std::fputs(((tty_ ? "\n" : "") + line + "\n").c_str(), stdout);
     std::fflush(stdout);
     return 0;
-  }
-
-  // A line that cannot be written (a full disk) stops the run: a run must not
-  // go on without the record it was asked to keep.
-  bool writeMetrics(const std::vector<std::pair<std::string, double>>& fields,
-                    const std::vector<std::pair<std::string, int64_t>>& ints) {
-    metrics_.write(fields, ints);
-    if (metrics_.status().ok) return true;
-    err_ += "--metrics: " + metrics_.status().message + "\n";
-    return false;
   }
 
   // What this rank holds, counted where it is allocated: the parameter
@@ -475,22 +442,20 @@ class Trainer {
     }
   }
 
-  // The program's update schedule on this step's gradients.
-  bool update(const optim::Optimizer& opt, int64_t step, double lr) {
-    if (c_.clip > 0 && !clip(step)) return false;
+  // The program's update schedule on this step's gradients; `grad_norm`
+  // gets their global norm before clipping.
+  bool update(const optim::Optimizer& opt, int64_t step, double lr, double& grad_norm) {
+    comm::Status norm = clipOverPieces(params_, c_.clip, c_.comms, &grad_norm);  // clip <= 0: only the norm
+    if (!norm.ok) {
+      err_ += "step " + std::to_string(step) + ": " + (c_.clip > 0 ? "clipping: " : "the gradient norm: ") + norm.message + "\n";
+      return false;
+    }
     for (Param& p : params_) {
       exec_->bindStepGrad(p.spec->path, p.step_grad);
       exec_->bindState(p.spec->path, &p.state);
     }
     KernelStatus s = exec_->update(opt, step, lr);
     if (!s.ok) err_ += "step " + std::to_string(step) + ": " + s.message + "\n";
-    return s.ok;
-  }
-
-  // Global-norm clipping over the whole gradients (grad_sync.h).
-  bool clip(int64_t step) {
-    comm::Status s = clipOverPieces(params_, c_.clip, c_.comms, grad_norm_);
-    if (!s.ok) err_ += "step " + std::to_string(step) + ": clipping: " + s.message + "\n";
     return s.ok;
   }
 
@@ -525,20 +490,14 @@ class Trainer {
     }
     std::vector<std::pair<std::string, double>> shown = {{"loss", loss / static_cast<double>(n)}};
     for (size_t k = 0; k < g.metrics.size(); ++k) shown.emplace_back(g.metrics[k].first, metric[k] / static_cast<double>(n));
-    std::vector<std::pair<std::string, double>> fields;
-    for (const auto& [name, value] : shown) fields.emplace_back("eval_" + name, value);
-    std::string line = io::Progress::evalLine(step, shown);
-    if (!lead_) return true;
-    if (!c_.metrics_file.empty() && !writeMetrics(fields, {{"step", step}, {"epoch", epoch}})) return false;
-    std::fputs((tty_ ? "\n" + line + "\n" : line + "\n").c_str(), stdout);
-    std::fflush(stdout);
-    return true;
+    return log_.eval(step, epoch, shown, err_);
   }
 
   // Mesh-free: every tensor is saved whole, by its full name and shape. A
   // sharded one is gathered first (every rank of its axes takes part); the
   // folder writer, global rank 0, then holds all of them.
   bool checkpoint(int64_t step) {
+    const auto began = std::chrono::steady_clock::now();
     io::CheckpointContents c;
     c.step = step;
     std::vector<std::string> names = optim::stateNames(c_.optimizer);
@@ -572,6 +531,11 @@ class Trainer {
     st.skipped_steps = skipped_;
     c.state_json = trainStateJson(st);
     if (!checkpoints_.save(c, err_)) return false;
+    int64_t bytes = static_cast<int64_t>(c.state_json.size());
+    for (const auto* blobs : {&c.params, &c.optimizer})
+      for (const io::TensorBlob& b : *blobs) bytes += static_cast<int64_t>(b.bytes.size());
+    log_.checkpoint(step, c_.checkpoint_dir + "/" + io::checkpointName(step), bytes,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
     return meet(step);
   }
 
@@ -675,14 +639,13 @@ class Trainer {
   std::vector<bool> scattered_;  // zero = 1 with accumulation: per param, summed and scattered by the program
   data::Dataset train_, eval_;
   std::unique_ptr<data::Loader> train_loader_;
-  io::MetricsWriter metrics_;
+  RunLog log_{c_, writesLogs(c_.global_rank), tty_};
   int64_t total_ = 0;
   int64_t shift_ = 0;  // this run's step count in the epoch's units, minus the optimiser's (resume())
   bool lead_ = true;  // logs, prints and writes metrics
   bool gathers_pieces_ = false;  // zero = 3: the metrics say how long gathers of parameters were waited for
   Checkpointing checkpoints_;
   StepGuard guard_;
-  double grad_norm_ = 0;  // the global gradient norm clipping measured this step
   int64_t skipped_ = 0;  // steps skipped for a non-finite loss or gradient (on_nonfinite = skip)
 };
 

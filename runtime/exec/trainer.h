@@ -52,9 +52,13 @@ struct TrainConfig {
   int zero = 0;     // the spec's `zero`: at 1, accumulated gradients are reduce-scattered once per step
   uint64_t seed = 0;
   Period log_every, eval_every, checkpoint_every;
-  std::string checkpoint_dir;
+  // The run folder: metrics.jsonl (rank 0 writes it; "" writes none) and,
+  // unless --no-checkpoints, the checkpoints (checkpoint_dir, the same folder).
+  std::string run_dir, checkpoint_dir;
   int64_t checkpoint_keep = 0;
-  std::string init_file, resume_dir, metrics_file;
+  std::string init_file, resume_dir, metrics_file;  // metrics_file: --metrics, also written
+  std::string resume_checkpoint;  // --resume DIR/step-N: that checkpoint, not the newest that verifies
+  int64_t tokens_per_sample = 0;  // the token ids' positions per sample (a sequence dim); 0: none
   std::string memory_report;  // global rank 0 writes what it holds there after step 1
   bool reference_kernels = false;
   RegionRunner* regions = nullptr;  // runs the program's fused regions (Program::fused: `--kernels jit`)
@@ -69,6 +73,10 @@ struct TrainConfig {
   std::vector<int64_t> mesh;  // the size of each mesh axis (empty: one rank)
   std::map<std::string, comm::Communicator*> comms;
   std::function<void(int64_t)> on_step;  // after each optimiser step (progress for the launcher)
+  // At the end, on every rank, with its peak resident bytes: global rank 0
+  // gets every rank's (by rank; -1 for one it did not hear from), the others
+  // nothing. Unset: one process.
+  std::function<std::vector<int64_t>(int64_t own_peak_bytes)> peak_memory;
   // Before step 1, with a hash of every parameter's value: false (with a
   // message) stops the run — the ranks must start from the same parameters.
   std::function<bool(const std::string& params_hash, std::string& err)> confirm_params;

@@ -71,12 +71,14 @@ else
   fail "dp × tp mesh: exit $rc; metrics: $(cat mesh.jsonl); stdout: $(cat mesh.out); stderr: $(cat mesh.err)"
 fi
 
-# 3. Two jobs, one folder.
+# 3. Two jobs, one folder. (Without --resume the second is refused before
+# that when the first has written a metrics line: the folder holds a run.)
 sed -e 's/steps = 12/steps = 100000000/' -e 's/every 5 steps/every 1000000 steps/' s.dtl >long.dtl
+rm -rf ck
 "$dtlc" run long.dtl >long.out 2>long.err &
 first=$!
 for _ in $(seq 1 300); do [ -s ck/.lock ] && grep -q "pid $first " ck/.lock && break; sleep 0.1; done
-"$dtlc" run s.dtl --steps 1 >second.out 2>second.err; rc=$?
+"$dtlc" run s.dtl --steps 1 --resume ck >second.out 2>second.err; rc=$?
 kill "$first" 2>/dev/null; wait "$first" 2>/dev/null
 if [ "$rc" -eq 1 ] && grep -q "ck: in use by another job (pid $first on host " second.err; then
   pass "second job refused: $(head -1 second.err)"

@@ -5,7 +5,7 @@
 # "nodes", resumed on another number of ranks, a GPT, and the diabetes
 # sample's hand-written loss.
 set -euo pipefail
-dtlc=$1; work=$2
+dtlc=$1; work=$2  # each run has its own run folder (--out): a folder holding a run is not run into again
 rm -rf "$work"; mkdir -p "$work"; cd "$work"
 cat > s.dtl <<'SPEC'
 model M {
@@ -27,10 +27,10 @@ train {
 }
 parallel { mesh dp = auto; split batch over dp; bucket = 1 KiB }
 SPEC
-"$dtlc" run s.dtl --metrics one.jsonl >/dev/null
+"$dtlc" run s.dtl --metrics one.jsonl --out one >/dev/null
 status=0
 for n in 2 3 4; do
-  "$dtlc" run s.dtl --nproc "$n" --set "train.batch=$((24 / n))" --metrics "n$n.jsonl" >/dev/null
+  "$dtlc" run s.dtl --nproc "$n" --set "train.batch=$((24 / n))" --metrics "n$n.jsonl" --out "n$n" >/dev/null
   if ! awk -v n="$n" -F'"loss": ' '
       FNR == NR { a[FNR] = $2 + 0; next }
       { b = $2 + 0; r = (a[FNR] - b) / a[FNR]; if (r < 0) r = -r; if (r > m) m = r; k++ }
@@ -48,14 +48,14 @@ compare() {  # label, metrics file: 20 steps within 1e-5 of one.jsonl
       END { printf "%s: %d steps, max relative difference %.2e\n", what, k, m; exit !(k == 20 && m <= 1e-5) }' \
       one.jsonl "$2" || status=1
 }
-"$dtlc" run s.dtl --nproc 2 --backend gloo --set train.batch=12 --metrics gloo.jsonl >gloo.out
+"$dtlc" run s.dtl --nproc 2 --backend gloo --set train.batch=12 --metrics gloo.jsonl --out gloo >gloo.out
 grep -q "group of 2 ranks over gloo" gloo.out || { echo "--backend gloo did not use Gloo: $(cat gloo.out)"; status=1; }
 compare "2 ranks over Gloo" gloo.jsonl
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 export DTL_JOB_TOKEN=e2e-two-nodes
-"$dtlc" run s.dtl --nnodes 2 --node-rank 1 --master "127.0.0.1:$port" --set train.batch=12 >/dev/null 2>nodes1.err &
+"$dtlc" run s.dtl --nnodes 2 --node-rank 1 --master "127.0.0.1:$port" --set train.batch=12 --out nodes >/dev/null 2>nodes1.err &
 node1=$!
-"$dtlc" run s.dtl --nnodes 2 --node-rank 0 --master "127.0.0.1:$port" --set train.batch=12 --metrics nodes.jsonl \
+"$dtlc" run s.dtl --nnodes 2 --node-rank 0 --master "127.0.0.1:$port" --set train.batch=12 --metrics nodes.jsonl --out nodes \
   >nodes0.out 2>nodes0.err || { cat nodes0.err; status=1; }
 grep -q "group of 2 ranks over gloo" nodes0.out || { echo "two nodes did not use Gloo: $(cat nodes0.out)"; status=1; }
 wait "$node1" || { cat nodes1.err; status=1; }
@@ -102,8 +102,8 @@ train {
   seed = 4
 }
 SPEC
-"$dtlc" run g.dtl --metrics g1.jsonl >/dev/null
-"$dtlc" run g.dtl --nproc 2 --set train.batch=4 --metrics g2.jsonl >/dev/null
+"$dtlc" run g.dtl --metrics g1.jsonl --out g1 >/dev/null
+"$dtlc" run g.dtl --nproc 2 --set train.batch=4 --metrics g2.jsonl --out g2 >/dev/null
 awk -F'"loss": ' '
     FNR == NR { a[FNR] = $2 + 0; next }
     { b = $2 + 0; r = (a[FNR] - b) / a[FNR]; if (r < 0) r = -r; if (r > m) m = r; k++ }
@@ -113,8 +113,8 @@ awk -F'"loss": ' '
 # broadcasts a replicated constant over `batch`, which each rank slices
 # locally to meet its shard of the batch.
 diabetes="$(cd "$(dirname "$0")/../.." && pwd)/samples/diabetes_regression.dtl"
-"$dtlc" run "$diabetes" --steps 20 --set train.batch=32 --metrics d1.jsonl >/dev/null
-"$dtlc" run "$diabetes" --steps 20 --nproc 2 --set train.batch=16 --metrics d2.jsonl >/dev/null || status=1
+"$dtlc" run "$diabetes" --steps 20 --set train.batch=32 --metrics d1.jsonl --out d1 >/dev/null
+"$dtlc" run "$diabetes" --steps 20 --nproc 2 --set train.batch=16 --metrics d2.jsonl --out d2 >/dev/null || status=1
 awk -F'"loss": ' '
     FNR == NR { a[FNR] = $2 + 0; next }
     { b = $2 + 0; r = (a[FNR] - b) / a[FNR]; if (r < 0) r = -r; if (r > m) m = r; k++ }

@@ -82,10 +82,11 @@ else
 fi
 
 # Ranks by hand: rank R of 2 with the given token; extra arguments go to dtlc.
+# Each job has its own run folder (the killed run's holds a run).
 rank() {
   local r=$1 token=$2; shift 2
   RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-    DTL_JOB_TOKEN=$token "$dtlc" run s.dtl --steps 3 "$@"
+    DTL_JOB_TOKEN=$token "$dtlc" run s.dtl --steps 3 --out "runs/by_hand_$port" "$@"
 }
 
 # 2. A rank that never joins.

@@ -1,7 +1,8 @@
 # Shared by the equivalence tests (tp_equivalence.sh, zero_equivalence.sh):
 # comparing a layout's losses with one process's, and its planned memory
 # with what rank 0 holds. They read $dtlc and set status=1 on a failure;
-# `layout` compares with ${base:-one}.jsonl.
+# `layout` compares with ${base:-one}.jsonl. Each run has its own run folder
+# (--out runs/NAME): a folder holding a run is not run into again.
 
 # compare LABEL ONE MANY [FIRST]: steps FIRST.. of ONE against MANY's, within 1e-5.
 compare() {
@@ -16,7 +17,7 @@ compare() {
 layout() {
   local name=$1 spec=$2 n=$3 par=$4; shift 4
   { cat "$spec"; echo "parallel { $par }"; } >"$name.dtl"
-  "$dtlc" run "$name.dtl" --nproc "$n" "$@" --no-checkpoints --metrics "$name.jsonl" >"$name.out" 2>"$name.err" ||
+  "$dtlc" run "$name.dtl" --nproc "$n" "$@" --no-checkpoints --metrics "$name.jsonl" --out "runs/$name" >"$name.out" 2>"$name.err" ||
     { echo "$name failed:"; tail -5 "$name.err"; status=1; }
   compare "$name ($par)" "${base:-one}.jsonl" "$name.jsonl"
 }
@@ -26,7 +27,7 @@ layout() {
 # executor's buffers equal the planned activations plus communication buffers.
 memory() {  # NAME NPROC [--set …]: compares NAME.dtl's report with its plan
   local name=$1 n=$2; shift 2
-  "$dtlc" run "$name.dtl" --nproc "$n" "$@" --steps 1 --no-checkpoints --memory-report "mem_$name.json" >/dev/null &&
+  "$dtlc" run "$name.dtl" --nproc "$n" "$@" --steps 1 --no-checkpoints --memory-report "mem_$name.json" --out "runs/mem_$name" >/dev/null &&
     "$dtlc" plan "$name.dtl" --world "$n" "$@" --format json >"plan_$name.json" &&
     python3 - "$name" "mem_$name.json" "plan_$name.json" <<'PY' || status=1
 import json, sys

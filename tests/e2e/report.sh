@@ -16,8 +16,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 # 96 samples of y = a·b + (a − b)/2 in a CSV.
 awk 'BEGIN { srand(7); for (i = 0; i < 96; i++) { a = rand(); b = rand(); printf "%.4f %.4f %.4f %.4f\n", a, b, a * b, a * b + (a - b) / 2 } }' >points.csv
-# Absolute data paths: the spec is copied into the run folder, and data paths
-# are relative to the spec's folder.
+# Relative data paths: the run writes its spec into the run folder with them
+# made absolute, so `dtlc report ck` compiles it from there.
 cat >mlp.dtl <<EOF2
 model Surface {
   dim features = 3, hidden = 16, out = 1
@@ -29,10 +29,10 @@ model Surface {
   metric err = mean(abs(fc2(relu(fc1(x))) - y))
 }
 data {
-  train { x = csv("$work/points.csv", columns = 0..2, delimiter = " ")
-          y = csv("$work/points.csv", columns = 3, delimiter = " ") }
-  eval  { x = csv("$work/points.csv", columns = 0..2, delimiter = " ")
-          y = csv("$work/points.csv", columns = 3, delimiter = " ") }
+  train { x = csv("points.csv", columns = 0..2, delimiter = " ")
+          y = csv("points.csv", columns = 3, delimiter = " ") }
+  eval  { x = csv("points.csv", columns = 0..2, delimiter = " ")
+          y = csv("points.csv", columns = 3, delimiter = " ") }
 }
 train {
   batch = 8
@@ -48,11 +48,11 @@ parallel {
 }
 EOF2
 
-"$dtlc" run mlp.dtl --nproc 2 --metrics ck/metrics.jsonl >run.out 2>&1 || fail "training failed: $(cat run.out)"
-cp mlp.dtl ck/spec.dtl
+"$dtlc" run mlp.dtl --nproc 2 >run.out 2>&1 || fail "training failed: $(cat run.out)"
 [ -d ck/step-00000040 ] || fail "no checkpoint step-00000040: $(ls ck)"
 
-# The defaults: ck/metrics.jsonl, ck/spec.dtl, the world size of ck's state.json.
+# The defaults: ck/metrics.jsonl and ck/spec.dtl (the run wrote them into its
+# folder), the world size of ck's state.json.
 "$dtlc" report ck >report.out 2>&1 || fail "dtlc report failed: $(cat report.out)"
 page=ck/report.html
 [ -s "$page" ] || fail "no $page: $(cat report.out)"

@@ -51,16 +51,16 @@ layout sp g.dtl 2 "mesh tp = 2; split heads over tp; split hidden over tp; split
 layout dp2sp2 g.dtl 4 "mesh dp = 2, tp = 2; split batch over dp; split vocab over tp; split heads over tp; split hidden over tp; split seq over tp" --set train.batch=4
 # An odd vocabulary split unevenly (7 + 6 rows and classes; 4 + 3 + 3 + 3).
 sed 's/vocab = 16/vocab = 13/' g.dtl >odd.dtl
-"$dtlc" run odd.dtl --no-checkpoints --metrics odd1.jsonl >/dev/null
+"$dtlc" run odd.dtl --no-checkpoints --metrics odd1.jsonl --out runs/odd1 >/dev/null
 base=odd1 layout odd_vocab odd.dtl 2 "mesh tp = 2; split vocab over tp; split heads over tp; split hidden over tp"
 base=odd1 layout odd_vocab4 odd.dtl 4 "mesh tp = 4; split vocab over tp"
-"$dtlc" run g.dtl --set train.batch=12 --no-checkpoints --metrics one12.jsonl >/dev/null
+"$dtlc" run g.dtl --set train.batch=12 --no-checkpoints --metrics one12.jsonl --out runs/one12 >/dev/null
 base=one12 layout dp3 g.dtl 3 "mesh dp = 3; split batch over dp" --set train.batch=4
 
 # With accumulation the gradient buckets are reduced once per step (no_sync):
 # each micro-batch's partial sums are added up first — the same numbers.
 sed 's/seed = 4/seed = 4\n  accumulate = 2/' g.dtl >acc.dtl
-"$dtlc" run acc.dtl --no-checkpoints --metrics acc1.jsonl >/dev/null
+"$dtlc" run acc.dtl --no-checkpoints --metrics acc1.jsonl --out runs/acc1 >/dev/null
 base=acc1 layout acc_dp2tp2 acc.dtl 4 "mesh dp = 2, tp = 2; split batch over dp; split heads over tp; split hidden over tp; split seq over tp" \
   --set train.batch=4
 base=acc1 layout acc_dp2 acc.dtl 2 "mesh dp = 2; split batch over dp" --set train.batch=4
@@ -89,7 +89,7 @@ gpt "LlamaBlock(d, heads, hidden)" "RMSNorm(d)" "layer LlamaBlock(d: dim, heads:
     return h + mlp(n2(h))
   }
 }" >l.dtl
-"$dtlc" run l.dtl --no-checkpoints --metrics llama1.jsonl >/dev/null
+"$dtlc" run l.dtl --no-checkpoints --metrics llama1.jsonl --out runs/llama1 >/dev/null
 base=llama1 layout llama_tp2 l.dtl 2 "mesh tp = 2; split heads over tp; split hidden over tp"
 
 # Dropout (p > 0) on the residual branches and on the MLP's hidden
@@ -106,19 +106,19 @@ gpt "DropBlock(d, heads, hidden)" "LayerNorm(d)" "layer DropBlock(d: dim, heads:
     return h + down(dropout(gelu(up(ln2(h))), p = 0.3))
   }
 }" >drop.dtl
-"$dtlc" run drop.dtl --no-checkpoints --metrics drop1.jsonl >/dev/null
+"$dtlc" run drop.dtl --no-checkpoints --metrics drop1.jsonl --out runs/drop1 >/dev/null
 base=drop1 layout drop_tp2 drop.dtl 2 "mesh tp = 2; split heads over tp; split hidden over tp"
 base=drop1 layout drop_sp2 drop.dtl 2 "mesh tp = 2; split heads over tp; split hidden over tp; split seq over tp"
 
 # The char_gpt sample, as its comment suggests, at dp = 1 × tp = 2.
 sed '/^# No parallel block/,$d' "$root/samples/char_gpt.dtl" >c.dtl
-"$dtlc" run c.dtl --steps 15 --set train.batch=8 --metrics char1.jsonl >/dev/null
+"$dtlc" run c.dtl --steps 15 --set train.batch=8 --metrics char1.jsonl --out runs/char1 >/dev/null
 base=char1 layout char_tp2 c.dtl 2 "mesh dp = auto, tp = 2; split batch over dp; split heads over tp; split hidden over tp" \
   --steps 15 --set train.batch=8
 
 # From a whole-tensor --init (the one-process run's checkpoint at step 10):
 # each rank slices its pieces.
-"$dtlc" run g.dtl --init ck/step-00000010/params.safetensors --no-checkpoints --metrics init1.jsonl >/dev/null
+"$dtlc" run g.dtl --init ck/step-00000010/params.safetensors --no-checkpoints --metrics init1.jsonl --out runs/init1 >/dev/null
 base=init1 layout init_tp2 g.dtl 2 "mesh tp = 2; split heads over tp; split hidden over tp" \
   --init ck/step-00000010/params.safetensors
 

@@ -67,14 +67,16 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 pass() { echo "ok: $*"; }
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
+# Each job has its own run folder (--out): a folder holding a run is not run
+# into again.
 # 1. Training across the link (a rank that bound loopback would be refused
 # by the other node within the 20 s join timeout).
-"$dtlc" run s.dtl --metrics one.jsonl >/dev/null || fail "the one-rank run failed"
+"$dtlc" run s.dtl --metrics one.jsonl --out runs/one >/dev/null || fail "the one-rank run failed"
 node 1 "$dtlc" run s.dtl --nproc 2 --nnodes 2 --node-rank 1 --master "$master" --join-timeout 20 \
-  --iface "$veth1" --set train.batch=6 >train1.out 2>train1.err &
+  --iface "$veth1" --set train.batch=6 --out runs/two >train1.out 2>train1.err &
 node1=$!
 node 0 "$dtlc" run s.dtl --nproc 2 --nnodes 2 --node-rank 0 --master "$master" --join-timeout 20 \
-  --set train.batch=6 --metrics two.jsonl >train0.out 2>train0.err
+  --set train.batch=6 --metrics two.jsonl --out runs/two >train0.out 2>train0.err
 rc0=$?
 wait "$node1"; rc1=$?
 if [ "$rc0" -ne 0 ] || [ "$rc1" -ne 0 ]; then
@@ -99,10 +101,10 @@ one_node_fails() {
   local bad=$1 good=$((1 - $1)) start rc_good rc_bad took bad_pid
   start=$(date +%s%N)
   node "$bad" "$dtlc" run s.dtl --init missing.safetensors --nproc 2 --nnodes 2 --node-rank "$bad" --master "$master" \
-    --join-timeout 60 >"bad$bad.out" 2>"bad$bad.err" &
+    --join-timeout 60 --out "runs/fail$bad" >"bad$bad.out" 2>"bad$bad.err" &
   bad_pid=$!
   node "$good" "$dtlc" run s.dtl --nproc 2 --nnodes 2 --node-rank "$good" --master "$master" \
-    --join-timeout 60 >"good$good.out" 2>"good$good.err"
+    --join-timeout 60 --out "runs/fail$bad" >"good$good.out" 2>"good$good.err"
   rc_good=$?; took=$(ms_since "$start")
   wait "$bad_pid"; rc_bad=$?
   if [ "$rc_good" -ne 0 ] && [ "$rc_bad" -ne 0 ] && [ "$took" -lt 15000 ] &&
@@ -119,10 +121,10 @@ one_node_fails 0
 # 4. A rank of node 1 killed mid-run: node 0's launcher ends within seconds,
 # naming it.
 node 1 "$dtlc" run s.dtl --nproc 2 --nnodes 2 --node-rank 1 --master "$master" --set train.steps=100000000 \
-  --set train.batch=6 >mid1.out 2>mid1.err &
+  --set train.batch=6 --out runs/mid >mid1.out 2>mid1.err &
 mid1=$!
 node 0 "$dtlc" run s.dtl --nproc 2 --nnodes 2 --node-rank 0 --master "$master" --set train.steps=100000000 \
-  --set train.batch=6 --metrics mid.jsonl >mid0.out 2>mid0.err &
+  --set train.batch=6 --metrics mid.jsonl --out runs/mid >mid0.out 2>mid0.err &
 mid0=$!
 for _ in $(seq 1 300); do [ -s mid.jsonl ] && [ "$(wc -l <mid.jsonl)" -ge 3 ] && break; sleep 0.1; done
 victim=""

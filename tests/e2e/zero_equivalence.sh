@@ -36,9 +36,9 @@ train {
   checkpoint "ck" every 10 steps
 }
 SPEC
-"$dtlc" run g.dtl --no-checkpoints --metrics one.jsonl >/dev/null
+"$dtlc" run g.dtl --no-checkpoints --metrics one.jsonl --out runs/one >/dev/null
 sed 's/seed = 4/seed = 4\n  accumulate = 4/' g.dtl >acc.dtl
-"$dtlc" run acc.dtl --no-checkpoints --set train.batch=8 --metrics acc1.jsonl >/dev/null
+"$dtlc" run acc.dtl --no-checkpoints --set train.batch=8 --metrics acc1.jsonl --out runs/acc1 >/dev/null
 for z in 1 2 3; do
   layout "z${z}_dp2" g.dtl 2 "mesh dp = 2; split batch over dp; zero = $z" --set train.batch=12
   layout "z${z}_dp3" g.dtl 3 "mesh dp = 3; split batch over dp; zero = $z" --set train.batch=8
@@ -75,7 +75,7 @@ train {
   checkpoint "ck" every 10 steps
 }
 SPEC
-"$dtlc" run m.dtl --no-checkpoints --metrics m1.jsonl >/dev/null
+"$dtlc" run m.dtl --no-checkpoints --metrics m1.jsonl --out runs/m1 >/dev/null
 for z in 1 2 3; do base=m1 layout "m_z${z}_dp4" m.dtl 4 "mesh dp = 4; split batch over dp; zero = $z" --set train.batch=6; done
 rm -rf ck
 "$dtlc" run m_z3_dp4.dtl --nproc 4 --set train.batch=6 --steps 10 >/dev/null 2>m_save.err ||
@@ -87,7 +87,7 @@ compare "zero = 3 checkpoint of dp 4 with empty pieces resumed on one process" m
 # From one --init file (whole tensors), each rank slicing its pieces.
 rm -rf ck; "$dtlc" run g.dtl --steps 3 >/dev/null; mv ck ck_init
 init=$(ls -d ck_init/step-*/ | tail -1)params.safetensors
-"$dtlc" run g.dtl --init "$init" --no-checkpoints --metrics init1.jsonl >/dev/null
+"$dtlc" run g.dtl --init "$init" --no-checkpoints --metrics init1.jsonl --out runs/init1 >/dev/null
 base=init1 layout z3_init g.dtl 2 "mesh dp = 2; split batch over dp; zero = 3" --set train.batch=12 --init "$init"
 base=init1 layout z1_init g.dtl 3 "mesh dp = 3; split batch over dp; zero = 1" --set train.batch=8 --init "$init"
 

@@ -262,10 +262,13 @@ def check_layout(dtlc, spec, init):
         raise SystemExit('parameter layout mismatch between PyTorch and dtl')
 
 
-def run_dtl(dtlc, spec, init_path, metrics, steps, kernels, extra=()):
+def run_dtl(dtlc, spec, init_path, metrics, steps, kernels, extra=(), out=None):
     if os.path.exists(metrics):
         os.remove(metrics)
-    cmd = [dtlc, 'run', spec, '--init', init_path, '--metrics', metrics,
+    # A fresh run folder each time: dtlc refuses one that already holds a run.
+    out = out or os.path.splitext(metrics)[0] + '.run'
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [dtlc, 'run', spec, '--init', init_path, '--metrics', metrics, '--out', out,
            '--steps', str(steps), '--kernels', kernels] + list(extra)
     # jit's compiled objects go into the case's folder, not the user's cache
     env = dict(os.environ, XDG_CACHE_HOME=os.path.join(os.path.dirname(metrics), 'cache'))
@@ -307,7 +310,7 @@ def debug_step1(args, case, spec_dir, spec, init_path, init, torch_after1, torch
     for kernels in ('fast', 'reference'):
         shutil.rmtree(ck, ignore_errors=True)
         got = run_dtl(args.dtlc, dbg_spec, init_path, os.path.join(spec_dir, 'debug.jsonl'), 1,
-                      kernels)
+                      kernels, out=ck)
         path = os.path.join(ck, 'step-00000001', 'params.safetensors')
         if got is None or not os.path.exists(path):
             print('debug (%s): no checkpoint at %s' % (kernels, path))

@@ -135,6 +135,15 @@ TEST(Frontend, CheckpointFolderIsKeptAsWritten) {
   EXPECT_EQ(empty.runText("m.dtl", spec(""), {}), 1);
   EXPECT_NE(empty.diagnostics().render().find("`checkpoint` needs a folder, not an empty string"), std::string::npos)
       << empty.diagnostics().render();
+  // No folder: the run folder takes the checkpoints (`dtlc run --out`, runs/<spec name>).
+  driver::Frontend none;
+  const std::string text = "model M {\n  dim d = 4\n  input x : f32[batch, d]\n  loss = mean(x)\n}\n"
+                           "train {\n  optimizer = sgd(lr = 0.1)\n  checkpoint every 2 steps keep 3\n}\n";
+  ASSERT_EQ(none.runText("m.dtl", text, {}), 0) << none.diagnostics().render();
+  EXPECT_EQ(none.spec().train.checkpoint_dir, "");
+  EXPECT_TRUE(none.spec().train.checkpoint_every.present);
+  EXPECT_EQ(none.spec().train.checkpoint_every.count, 2);
+  EXPECT_EQ(none.spec().train.checkpoint_keep, 3);
 }
 
 TEST(Frontend, OverrideErrorsPointAtTheOverride) {

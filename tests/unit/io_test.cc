@@ -742,28 +742,96 @@ TEST_F(Io, MetricsAppendTruncateAndErrors) {
 
 TEST(Progress, TerminalLineIsRewrittenInPlace) {
   double now = 1000;
-  Progress p(2000, /*is_tty=*/true, [&] { return now; });
+  Progress p(2000, /*is_tty=*/true, /*gemm_flops_per_s=*/0, [&] { return now; });
   EXPECT_EQ(p.finish(), "");
-  EXPECT_EQ(p.line(100, 0.5, 5310.2), "\rstep 100/2000  loss 0.5000  5,310 samples/s  ETA --\x1b[K");
-  now = 1010;  // 100 steps in 10 s: 0.1 s a step, 1800 to go
-  EXPECT_EQ(p.line(200, 0.41234, 5310.2), "\rstep 200/2000  loss 0.4123  5,310 samples/s  ETA 3m00s\x1b[K");
-  now = 1011;  // 101 steps in 11 s over 1799 left: 195.9 s
-  EXPECT_EQ(p.line(201, 0.4, 12.25), "\rstep 201/2000  loss 0.4000  12.2 samples/s  ETA 3m16s\x1b[K");
-  now = 1190;
-  EXPECT_EQ(p.line(2000, 0.0001234, 1234567.0), "\rstep 2000/2000  loss 1.234e-04  1,234,567 samples/s  ETA 0s\x1b[K");
+  p.begin();
+  now = 1000.5;  // the first step: 64 samples in 0.5 s
+  StepView v = p.step(1, 0.5, 1e-3, 0.25, 0.5, 64, 0, 0);
+  EXPECT_EQ(p.line(v), "\rstep 1/2000  loss 0.5000  128 samples/s  500 ms/step  lr 0.001  grad 0.25  ETA 16m40s\x1b[K");
   EXPECT_EQ(p.finish(), "\n");
 }
 
-TEST(Progress, PlainLinesWhenNotATerminal) {
+TEST(Progress, PlainLinesWithEveryField) {
   double now = 0;
-  Progress p(2000, /*is_tty=*/false, [&] { return now; });
-  EXPECT_EQ(p.line(100, 2.302585, 0), "step 100/2000  loss 2.3026  0.0 samples/s  ETA --\n");
-  now = 1.71;  // 20 steps in 1.71 s: 160.7 s for the 1880 left
-  EXPECT_EQ(p.line(120, 0.4123, 5310), "step 120/2000  loss 0.4123  5,310 samples/s  ETA 2m41s\n");
+  Progress p(2000, /*is_tty=*/false, /*gemm_flops_per_s=*/1e10, [&] { return now; });
+  p.begin();
+  now = 0.02;  // 512 samples of 64 tokens and 1e8 FLOPs in 20 ms
+  StepView v = p.step(1, 2.302585, 3e-4, 1.5, 0.0195, 512, 512 * 64, 1e8);
+  EXPECT_DOUBLE_EQ(v.samples_per_s, 25600);
+  EXPECT_DOUBLE_EQ(v.tokens_per_s, 25600 * 64);
+  EXPECT_DOUBLE_EQ(v.flops_per_s, 5e9);
+  EXPECT_DOUBLE_EQ(v.mfu, 0.5);
+  EXPECT_NEAR(v.eta_s, 1999 * 0.02, 1e-9);
+  EXPECT_DOUBLE_EQ(v.elapsed_s, 0.02);
+  EXPECT_EQ(p.line(v),
+            "step 1/2000  loss 2.3026  25,600 samples/s  1,638,400 tokens/s  19.5 ms/step  lr 0.0003  grad 1.5  "
+            "5.00 GFLOP/s  MFU 50%  ETA 40s\n");
+  now = 0.04;
+  v = p.step(2000, 0.0001234, 3e-4, std::nan(""), 0.02, 512, 0, 1e8);
+  EXPECT_EQ(p.line(v), "step 2000/2000  loss 1.234e-04  25,600 samples/s  20.0 ms/step  lr 0.0003  5.00 GFLOP/s  MFU 50%  ETA 0s\n");
   EXPECT_EQ(p.finish(), "");
 
-  Progress open_ended(0, false, [] { return 0.0; });  // total unknown: no "/total", no ETA
-  EXPECT_EQ(open_ended.line(7, std::nan(""), -1), "step 7  loss nan  -- samples/s\n");
+  Progress open_ended(0, false, 0, [] { return 0.0; });  // total unknown: no "/total", no ETA
+  open_ended.begin();
+  v = open_ended.step(7, std::nan(""), 0.1, 2, 0, 8, 0, 0);
+  EXPECT_TRUE(std::isnan(v.eta_s));
+  EXPECT_EQ(open_ended.line(v), "step 7  loss nan  0.0 samples/s  0.00 ms/step  lr 0.1  grad 2\n");
+}
+
+// The throughput is the current one: over the last steps, not since the start.
+TEST(Progress, RateWindowForgetsOldSteps) {
+  RateWindow w(/*steps=*/4, /*seconds=*/10);
+  EXPECT_EQ(w.samplesPerSecond(), 0);
+  EXPECT_TRUE(std::isnan(w.secondsPerStep()));
+  w.start(0);
+  for (int i = 1; i <= 10; ++i) w.add(i * 1.0, 100, 0, 0);  // 100 samples/s for 10 s
+  EXPECT_DOUBLE_EQ(w.samplesPerSecond(), 100);
+  for (int i = 1; i <= 4; ++i) w.add(10 + i * 0.1, 100, 0, 0);  // then 1000 samples/s
+  EXPECT_NEAR(w.samplesPerSecond(), 1000, 1e-9);  // the 4 newest steps only
+  EXPECT_NEAR(w.secondsPerStep(), 0.1, 1e-12);
+  w.add(11.4, 100, 0, 0);
+  EXPECT_NEAR(w.samplesPerSecond(), 400 / 1.3, 1e-9);  // 4 steps from 10.1 to 11.4
+
+  RateWindow slow(/*steps=*/20, /*seconds=*/10);
+  slow.start(0);
+  for (int i = 1; i <= 5; ++i) slow.add(i * 4.0, 8, 0, 0);  // 4 s a step: 10 s hold two or three
+  EXPECT_DOUBLE_EQ(slow.samplesPerSecond(), 2);
+  slow.add(21, 80, 0, 0);  // a fast step after slow ones: the window reaches back just past 10 s
+  EXPECT_NEAR(slow.samplesPerSecond(), (3 * 8 + 80) / 13.0, 1e-12);  // the steps ending at 12 … 21, from 8
+}
+
+TEST(Progress, CheckpointLineAndSummary) {
+  EXPECT_EQ(Progress::checkpointLine(200, "runs/x/step-00000200", 12897485, 0.04),
+            "[ckpt] step 200 \u2192 runs/x/step-00000200 (12.3 MiB, 40.0 ms)");
+  RunSummary s;
+  s.steps = 2000;
+  s.wall_s = 161;
+  s.samples_per_s = 5310.4;
+  s.final_eval_step = 2000;
+  s.final_eval = {{"loss", 0.42118}, {"accuracy", 0.8518}};
+  s.best_eval_step = 1500;
+  s.best_eval = {{"loss", 0.4105}, {"accuracy", 0.86011}};
+  s.checkpoint = "runs/x/step-00002000";
+  s.metrics = "runs/x/metrics.jsonl";
+  s.peak_rss_bytes = {432537600};
+  EXPECT_EQ(Progress::summary(s),
+            "done: 2000 steps in 2m41s (5,310 samples/s)\n"
+            "  final eval: loss 0.4212, accuracy 0.8518 (after step 2000)\n"
+            "  best eval (lowest loss): loss 0.4105, accuracy 0.8601 (after step 1500)\n"
+            "  checkpoint: runs/x/step-00002000\n"
+            "  metrics: runs/x/metrics.jsonl\n"
+            "  peak memory: 412.5 MiB\n");
+  s.peak_rss_bytes = {432537600, 1048576, -1};
+  EXPECT_NE(Progress::summary(s).find("\n  peak memory per rank: 0: 412.5 MiB, 1: 1.0 MiB, 2: unknown\n"), std::string::npos);
+  s.peak_rss_bytes.assign(9, 2048);
+  s.peak_rss_bytes[4] = 1024;
+  s.peak_rss_bytes[7] = 4096;
+  EXPECT_NE(Progress::summary(s).find("\n  peak memory per rank: 1.0 KiB (rank 4) to 4.0 KiB (rank 7) over 9 ranks\n"),
+            std::string::npos)
+      << Progress::summary(s);
+  RunSummary bare;
+  bare.steps = 1;
+  EXPECT_EQ(Progress::summary(bare), "done: 1 step in 0s (0.0 samples/s)\n  checkpoint: none written\n");
 }
 
 // The eval line shows what running.md shows (four decimals), not every digit
@@ -793,6 +861,17 @@ TEST(Progress, Pieces) {
   EXPECT_EQ(Progress::formatLoss(-1.5), "-1.5000");
   EXPECT_EQ(Progress::formatLoss(12345.678), "12345.6780");
   EXPECT_EQ(Progress::formatLoss(-std::numeric_limits<double>::infinity()), "-inf");
+  EXPECT_EQ(Progress::formatSeconds(0.0123), "12.3 ms");
+  EXPECT_EQ(Progress::formatSeconds(0.00042), "0.42 ms");
+  EXPECT_EQ(Progress::formatSeconds(1.234), "1.23 s");
+  EXPECT_EQ(Progress::formatSeconds(125), "2m05s");
+  EXPECT_EQ(Progress::formatFlops(3.214e9), "3.21 GFLOP/s");
+  EXPECT_EQ(Progress::formatFlops(999.4), "999 FLOP/s");
+  EXPECT_EQ(Progress::formatFlops(999.6e12), "1.00 PFLOP/s");
+  EXPECT_EQ(Progress::formatBytes(97), "97 B");
+  EXPECT_EQ(Progress::formatBytes(1536), "1.5 KiB");
+  EXPECT_EQ(Progress::formatNumber(0.00031415), "0.000314");
+  EXPECT_EQ(Progress::formatNumber(1234.5), "1.23e+03");
 }
 
 }  // namespace

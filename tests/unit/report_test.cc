@@ -164,9 +164,9 @@ TEST_F(ReportCommand, ARunDirThatDoesNotExistIsAnError) {
   std::string out, err;
   EXPECT_EQ(cli::runCli({"report", (dir_ / "nope").string()}, out, err), 1);
   EXPECT_EQ(err, "dtlc report: RUN_DIR " + (dir_ / "nope").string() +
-                     " does not exist (the spec's checkpoint folder, e.g. runs/x)\n");
+                     " does not exist (a run folder of dtlc run, e.g. runs/x)\n");
   EXPECT_EQ(cli::runCli({"report"}, out, err = ""), 2);
-  EXPECT_EQ(err.substr(0, err.find('\n')), "dtlc report: no RUN_DIR given: the run's checkpoint folder");
+  EXPECT_EQ(err.substr(0, err.find('\n')), "dtlc report: no RUN_DIR given: a run folder of dtlc run, e.g. runs/x");
 }
 
 TEST_F(ReportCommand, AnEmptyRunDirGivesAPageThatSaysWhatIsMissing) {

@@ -14,6 +14,7 @@
 
 #include "runtime/io/checkpoint_store.h"
 #include "tools/dtlc/cli.h"
+#include "tools/dtlc/run_folder.h"
 
 namespace dtl {
 namespace {
@@ -195,7 +196,7 @@ TEST_F(Run, ClippingSharedGradientsScalesEachOnce) {
   std::string err;
   ASSERT_EQ(run({path("s.dtl"), "--steps", "5", "--metrics", path("one.jsonl")}, &err), 0) << err;
   ASSERT_EQ(run({path("s.dtl"), "--steps", "5", "--set", "train.batch=4", "--set", "train.accumulate=2", "--metrics",
-                 path("two.jsonl")}, &err), 0) << err;
+                 path("two.jsonl"), "--out", "two"}, &err), 0) << err;
   std::vector<double> one = losses("one.jsonl"), two = losses("two.jsonl");
   ASSERT_EQ(one.size(), 5u);
   ASSERT_EQ(two.size(), 5u);
@@ -253,9 +254,9 @@ TEST_F(Run, InitLoadsByPathAndRejectsMismatches) {
   ASSERT_EQ(run({path("s.dtl"), "--steps", "1"}, &err), 0) << err;
   std::string params = path("ck/step-00000001/params.safetensors");
   ASSERT_TRUE(fs::exists(params));
-  EXPECT_EQ(run({path("s.dtl"), "--steps", "1", "--init", params}, &err), 0) << err;
+  EXPECT_EQ(run({path("s.dtl"), "--steps", "1", "--init", params, "--out", "init"}, &err), 0) << err;
   // A model with another hidden size: every mis-shaped tensor is named.
-  EXPECT_EQ(run({path("s.dtl"), "--steps", "1", "--set", "model.h=9", "--init", params}, &err), 1);
+  EXPECT_EQ(run({path("s.dtl"), "--steps", "1", "--set", "model.h=9", "--init", params, "--out", "h9"}, &err), 1);
   EXPECT_NE(err.find("tensor `l1.weight` is F32[6, 8] but parameter `l1.weight` is F32[f=6, h=9]"), std::string::npos)
       << err;
   // A truncated file.
@@ -267,12 +268,12 @@ TEST_F(Run, InitLoadsByPathAndRejectsMismatches) {
     bytes = ss.str();
   }
   write("cut.safetensors", bytes.substr(0, bytes.size() - 10));
-  EXPECT_EQ(run({path("s.dtl"), "--steps", "1", "--init", path("cut.safetensors")}, &err), 1);
+  EXPECT_EQ(run({path("s.dtl"), "--steps", "1", "--init", path("cut.safetensors"), "--out", "cut"}, &err), 1);
   EXPECT_NE(err.find("cut.safetensors"), std::string::npos) << err;
   // A flipped bit in a checkpoint's tensor: its checksum names it.
   bytes.back() = static_cast<char>(bytes.back() ^ 0x20);
   write("flipped.safetensors", bytes);
-  EXPECT_EQ(run({path("s.dtl"), "--steps", "1", "--init", path("flipped.safetensors")}, &err), 1);
+  EXPECT_EQ(run({path("s.dtl"), "--steps", "1", "--init", path("flipped.safetensors"), "--out", "flipped"}, &err), 1);
   EXPECT_NE(err.find(path("flipped.safetensors") + ": tensor `l2.bias` does not match its checksum"), std::string::npos)
       << err;
 }
@@ -419,6 +420,53 @@ TEST_F(Run, UsageErrors) {
   EXPECT_EQ(run({"x.dtl", "--max-restarts", "x"}, &err), 2);
   EXPECT_EQ(run({"x.dtl", "--collective-timeout", "0"}, &err), 2);
   EXPECT_EQ(err, "dtlc run: --collective-timeout expects a positive number of seconds, got '0'\n");
+}
+
+// Which folder a run writes (running.md, "Run folders"): --out, else the
+// folder --resume names (a step-N in it resumes that checkpoint), else the
+// spec's checkpoint folder, else runs/<spec file stem>.
+TEST(RunFolder, WhichFolder) {
+  auto folder = [](std::vector<std::string> args, const std::string& spec_checkpoint = "") {
+    cli::RunFlags f;
+    args.insert(args.begin(), {"run", "specs/line.dtl"});
+    EXPECT_EQ(cli::parseRun(args, f), "");
+    return cli::resolveRunFolder(f, spec_checkpoint);
+  };
+  EXPECT_EQ(folder({}).dir, "runs/line");
+  EXPECT_EQ(folder({}, "ck/").dir, "ck");
+  EXPECT_EQ(folder({"--out", "o/"}, "ck").dir, "o");
+  cli::RunFolder r = folder({"--resume", "runs/x"}, "ck");
+  EXPECT_EQ(r.dir, "runs/x");
+  EXPECT_EQ(r.resume_dir, "runs/x");
+  EXPECT_EQ(r.resume_checkpoint, "");
+  r = folder({"--resume", "runs/x/step-00000002/"});
+  EXPECT_EQ(r.dir, "runs/x");
+  EXPECT_EQ(r.resume_dir, "runs/x");
+  EXPECT_EQ(r.resume_checkpoint, "step-00000002");
+  r = folder({"--resume", "runs/x/step-00000002", "--out", "y"});
+  EXPECT_EQ(r.dir, "y");
+  EXPECT_EQ(r.resume_dir, "runs/x");
+  EXPECT_EQ(folder({"--resume", "step-00000003"}).resume_dir, ".");
+}
+
+// A folder holds a run when it has checkpoints or metrics lines; the spec
+// and plan alone (a run that stopped before step 1) do not count.
+TEST_F(Run, ATakenRunFolderIsRefusedUnlessResumed) {
+  cli::RunFolder f;
+  f.dir = "r";
+  EXPECT_EQ(cli::refuseTakenFolder(f), "");  // no folder yet
+  fs::create_directories("r");
+  write("r/spec.dtl", "model");
+  write("r/metrics.jsonl", "");
+  EXPECT_EQ(cli::refuseTakenFolder(f), "");
+  write("r/metrics.jsonl", "{\"step\": 1}\n");
+  EXPECT_EQ(cli::refuseTakenFolder(f),
+            "run folder r already holds a run (metrics.jsonl)\n"
+            "hint: --resume r continues it; --out DIR starts a new run in another folder (or remove r)");
+  fs::create_directories("r/step-00000001");
+  EXPECT_NE(cli::refuseTakenFolder(f).find("(metrics.jsonl, step-00000001)"), std::string::npos);
+  f.resume_dir = "./r/";
+  EXPECT_EQ(cli::refuseTakenFolder(f), "");  // resumed into the same folder
 }
 
 }  // namespace

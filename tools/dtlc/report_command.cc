@@ -1,6 +1,6 @@
-// `dtlc report RUN_DIR`: finds what a run left — RUN_DIR is the spec's
-// checkpoint folder; the metrics are RUN_DIR/metrics.jsonl or --metrics,
-// the spec RUN_DIR/spec.dtl or --spec — compiles the spec's plan at the
+// `dtlc report RUN_DIR`: finds what a run left — RUN_DIR is a run folder
+// of `dtlc run`; the metrics are RUN_DIR/metrics.jsonl or --metrics, the
+// spec RUN_DIR/spec.dtl (with the run's --sets in its header) or --spec — compiles the spec's plan at the
 // world size the latest checkpoint recorded, and writes the page
 // (report_page.h). A part it cannot find is described on the page.
 #include "tools/dtlc/report_command.h"
@@ -32,7 +32,7 @@ const char* kReportHelp =
     "scripts): loss, eval metrics, learning rate and throughput curves with a\n"
     "log-scale switch; the plan as a picture (the mesh, collectives per axis\n"
     "with their bytes, memory per rank); the checkpoints; the spec. RUN_DIR is\n"
-    "the spec's checkpoint folder. A part that cannot be found is named on the\n"
+    "a run folder of dtlc run. A part that cannot be found is named on the\n"
     "page instead.\n"
     "\n"
     "options:\n"
@@ -127,19 +127,36 @@ void findMetrics(const ReportFlags& f, report::PageInputs& in) {
   std::string text;
   if (!readFile(in.metrics_path, text)) {
     in.metrics_missing = "No metrics: " + in.metrics_path +
-                         " does not exist. Train with `dtlc run SPEC --metrics " + in.metrics_path +
-                         "`, or name the file with `dtlc report " + f.dir + " --metrics FILE`.";
+                         " does not exist. `dtlc run SPEC --out " + f.dir + "` writes it there; or name the file with `dtlc report " +
+                         f.dir + " --metrics FILE`.";
     return;
   }
   in.metrics = report::parseMetrics(text);
 }
 
-// The spec's plan at `world` ranks (0: the spec's own mesh), as a picture and as text.
+// The --sets a run had, which `dtlc run` names in the header of the spec it
+// writes into its run folder (`# set: KEY=VALUE`, tools/dtlc/run_folder.h).
+std::vector<std::string> headerSets(const std::string& spec_text) {
+  std::vector<std::string> sets;
+  size_t at = 0;
+  while (at < spec_text.size() && spec_text[at] == '#') {
+    size_t end = spec_text.find('\n', at);
+    if (end == std::string::npos) end = spec_text.size();
+    const std::string line = spec_text.substr(at, end - at);
+    if (line.rfind("# set: ", 0) == 0) sets.push_back(line.substr(7));
+    at = end + 1;
+  }
+  return sets;
+}
+
+// The spec's plan at `world` ranks (0: the spec's own mesh), as a picture and
+// as text, with the run's --sets and then the command line's.
 void planOf(const ReportFlags& f, int64_t world, report::PageInputs& in) {
   driver::FrontendOptions opt;
   opt.refuse_unbuilt = true;
   opt.world = world;
-  opt.sets = f.sets;
+  opt.sets = headerSets(in.spec_text);
+  opt.sets.insert(opt.sets.end(), f.sets.begin(), f.sets.end());
   driver::Frontend fe;
   std::string err;
   if (compileSpec(fe, "report", in.spec_path, opt, driver::Stop::Plan, err) != 0) {
@@ -182,7 +199,7 @@ std::string parseReport(const std::vector<std::string>& args, ReportFlags& f) {
                         .list("--set", f.sets, "KEY=VALUE")
                         .parse(args, f.dir, f.help);
   if (!bad.empty() || f.help) return bad;
-  if (f.dir.empty()) return "no RUN_DIR given: the run's checkpoint folder";
+  if (f.dir.empty()) return "no RUN_DIR given: a run folder of dtlc run, e.g. runs/x";
   return "";
 }
 
@@ -191,7 +208,7 @@ std::string missingInput(const ReportFlags& f) {
   std::error_code ec;
   if (!fs::is_directory(f.dir, ec))
     return "RUN_DIR " + f.dir + (fs::exists(f.dir, ec) ? " is not a folder" : " does not exist") +
-           " (the spec's checkpoint folder, e.g. runs/x)";
+           " (a run folder of dtlc run, e.g. runs/x)";
   if (!f.metrics.empty() && !fs::is_regular_file(f.metrics, ec)) return "--metrics " + f.metrics + " does not exist";
   if (!f.spec.empty() && !fs::is_regular_file(f.spec, ec)) return "--spec " + f.spec + " does not exist";
   return "";

@@ -29,6 +29,7 @@
 #include "tools/dtlc/kernel_emitter.h"
 #include "tools/dtlc/memory_check.h"
 #include "tools/dtlc/run_flags.h"
+#include "tools/dtlc/run_folder.h"
 #include "tools/dtlc/verify.h"
 
 namespace dtl::cli {
@@ -44,8 +45,13 @@ const char* const kRunHelp =
     "  --steps N            stop after N optimiser steps (overrides epochs/steps)\n"
     "  --set KEY=VALUE      override a setting, as for `dtlc check` (repeatable)\n"
     "  --init FILE          load parameters by path from a safetensors file\n"
-    "  --resume DIR         continue from the newest checkpoint in DIR that verifies\n"
-    "  --metrics FILE       write one JSON line per optimiser step and evaluation\n"
+    "  --out DIR            the run folder: checkpoints, metrics.jsonl, spec.dtl,\n"
+    "                       plan.txt, plan.json (default: the spec's checkpoint\n"
+    "                       folder, else runs/<spec name>, in the working folder)\n"
+    "  --resume DIR         continue the run in DIR from its newest checkpoint that\n"
+    "                       verifies (or DIR/step-N: that checkpoint)\n"
+    "  --metrics FILE       also write the metrics (one JSON line per optimiser step\n"
+    "                       and evaluation) to FILE\n"
     "  --kernels fast|reference|jit\n"
     "                       the kernels to run: fast (default), the plain\n"
     "                       reference kernels (slow; for checking numerics), or\n"
@@ -76,8 +82,8 @@ const char* const kRunHelp =
     "  --ignore-memory-check\n"
     "                       start even when the plan's memory per rank × the ranks\n"
     "                       on this machine exceeds the memory it has available\n"
-    "  --no-checkpoints     write no checkpoints: the spec's checkpoint folder is\n"
-    "                       neither written, locked nor pruned\n"
+    "  --no-checkpoints     write no checkpoints (the run folder still gets the\n"
+    "                       metrics, spec and plan)\n"
     "  --memory-report FILE after the first step, write the bytes rank 0 holds for\n"
     "                       parameters, gradients, optimizer state and the\n"
     "                       executor's buffers (JSON; compare with dtlc plan)\n"
@@ -179,6 +185,20 @@ void sampleSlice(const ir::Graph& g, const prog::Program& p, rt::TrainConfig& c)
 
 rt::Period period(const sema::Every& e) { return rt::Period{e.present ? e.count : 0, e.unit == "epochs"}; }
 
+// Positions per sample of the token ids an embedding reads (a [batch, seq]
+// input gives seq), for tokens/s; 0 when no input is read by an Embed.
+int64_t tokensPerSample(const ir::Graph& g) {
+  for (const ir::Node& n : g.nodes) {
+    if (n.op != ir::Op::Embed || n.inputs.size() < 2) continue;
+    const ir::Node& ids = g.nodes[static_cast<size_t>(n.inputs[1])];
+    if (ids.op != ir::Op::Input || ids.shape.dims.size() < 2) continue;
+    int64_t per = 1;
+    for (size_t k = 1; k < ids.shape.dims.size(); ++k) per *= ids.shape.dims[k].size;
+    return per;
+  }
+  return 0;
+}
+
 rt::TrainConfig makeConfig(const driver::Frontend& fe, const RunFlags& f) {
   const sema::Spec& spec = fe.spec();
   rt::TrainConfig c;
@@ -232,10 +252,14 @@ rt::TrainConfig makeConfig(const driver::Frontend& fe, const RunFlags& f) {
   c.log_every = period(t.log_every);
   c.eval_every = period(t.eval_every);
   c.checkpoint_every = period(t.checkpoint_every);
-  if (!f.no_checkpoints) c.checkpoint_dir = t.checkpoint_dir;
+  const RunFolder folder = resolveRunFolder(f, t.checkpoint_dir);
+  c.run_dir = folder.dir;
+  if (!f.no_checkpoints) c.checkpoint_dir = folder.dir;
   c.checkpoint_keep = t.checkpoint_keep;
   c.init_file = f.init;
-  c.resume_dir = f.resume;
+  c.resume_dir = folder.resume_dir;
+  c.resume_checkpoint = folder.resume_checkpoint;
+  c.tokens_per_sample = tokensPerSample(fe.graph());
   c.metrics_file = f.metrics;
   c.memory_report = f.memory_report;
   c.reference_kernels = f.kernels == "reference";
@@ -395,6 +419,21 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
     if (!st.ok) why = st.message;
     return st.ok;
   };
+  // Each rank's peak memory, for rank 0's summary (keys per restart: a
+  // restarted job's ranks start afresh).
+  config.peak_memory = [raw, env](int64_t own) {
+    const std::string prefix = "peak/" + std::to_string(env.restart_count) + "/";
+    const std::string text = std::to_string(own);
+    std::vector<int64_t> all;
+    if (!raw->set(prefix + std::to_string(env.rank), std::vector<uint8_t>(text.begin(), text.end())).ok || env.rank != 0)
+      return all;
+    for (int r = 0; r < env.world_size; ++r) {
+      std::vector<uint8_t> v;
+      const bool got = raw->get(prefix + std::to_string(r), v, std::chrono::milliseconds(10000)).ok;
+      all.push_back(got ? std::strtoll(std::string(v.begin(), v.end()).c_str(), nullptr, 10) : -1);
+    }
+    return all;
+  };
   // Rank 0 picks the checkpoint to resume from (the newest that verifies);
   // the others take its pick, so every rank continues from the same one.
   config.agree_on_checkpoint = [raw, env](std::string& name, std::string& why) {
@@ -411,6 +450,28 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
     return st.ok;
   };
   return true;
+}
+
+// The process that owns the run folder (the launcher of node 0, the one
+// process, or global rank 0 of ranks started by another launcher) refuses a
+// folder already holding a run, then writes the spec and plan into it.
+int prepareRunFolder(const driver::Frontend& fe, const RunFlags& f, std::string& err) {
+  const RunFolder folder = resolveRunFolder(f, fe.spec().train.checkpoint_dir);
+  const std::string resumed = folder.resume_dir + (folder.resume_checkpoint.empty() ? "" : "/" + folder.resume_checkpoint);
+  struct stat st{};
+  if (!folder.resume_dir.empty() && (::stat(resumed.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) {
+    err += "dtlc run: --resume " + f.resume + ": no such folder\n";
+    return 1;
+  }
+  if (std::string no = refuseTakenFolder(folder); !no.empty()) {
+    err += "dtlc run: " + no + "\n";
+    return 2;
+  }
+  if (std::string bad = writeRunFiles(folder, fe, f.sets); !bad.empty()) {
+    err += "dtlc run: run folder " + folder.dir + ": " + bad + "\n";
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -441,6 +502,8 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
     if (int rc = compileForRun(fe, f.spec, f.sets, f.nproc * f.nnodes, err); rc != 0) return rc;
     if (!f.ignore_memory)
       if (int rc = checkRunMemory(fe, f.nproc, err); rc != 0) return rc;
+    if (f.node_rank == 0)
+      if (int rc = prepareRunFolder(fe, f, err); rc != 0) return rc;
     return launchRanks(args, f, err);
   }
   rt::launch::RankEnv env;
@@ -460,6 +523,8 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
   // A rank the launcher started was checked there, once for the machine.
   if (!f.as_rank && !f.ignore_memory)
     if (int rc = checkRunMemory(fe, ranked ? env.local_world_size : 1, err); rc != 0) return rc;
+  if (!f.as_rank && (!ranked || env.rank == 0))
+    if (int rc = prepareRunFolder(fe, f, err); rc != 0) return rc;
   rt::TrainConfig config = makeConfig(fe, f);
   // A rank the launcher started again after a failure continues from the
   // latest checkpoint this job wrote (not an older run's), else as it began.

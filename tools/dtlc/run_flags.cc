@@ -27,6 +27,7 @@ std::string parseRun(const std::vector<std::string>& args, RunFlags& f) {
       .text("--init", f.init, "a safetensors file")
       .text("--resume", f.resume, "a checkpoint folder")
       .text("--metrics", f.metrics, "a file")
+      .text("--out", f.out, "a run folder")
       .text("--memory-report", f.memory_report, "a file")
       .text("--kernels", f.kernels, "", {"fast", "reference", "jit"})
       .parse(args, f.spec, f.help);
@@ -58,6 +59,7 @@ std::vector<std::string> runArgs(const RunFlags& f) {
   text("--init", f.init, d.init);
   text("--resume", f.resume, d.resume);
   text("--metrics", f.metrics, d.metrics);
+  text("--out", f.out, d.out);
   text("--memory-report", f.memory_report, d.memory_report);
   text("--kernels", f.kernels, d.kernels);
   return a;

@@ -200,6 +200,7 @@ int verifyCommand(const RunFlags& f, std::string& out, std::string& err) {
                               "params.safetensors"
       : f.steps > 0         ? "--verify does not take --steps: --verify K trains K steps"
       : !f.metrics.empty()  ? "--verify does not take --metrics: it keeps its runs' metrics in a temporary folder"
+      : !f.out.empty()      ? "--verify does not take --out: its runs write their run folders in a temporary folder"
       : f.max_restarts > 0  ? "--verify does not take --max-restarts: its runs write no checkpoints to restart from"
       : f.nproc * f.nnodes == 1 ? "--verify compares a layout on several ranks with one process, and this job is "
                                   "one process; give --nproc N (or --nnodes K)"
@@ -248,6 +249,7 @@ int verifyCommand(const RunFlags& f, std::string& out, std::string& err) {
   auto job = [&](const std::string& name, RunFlags j, const std::string& what) {
     j.steps = f.verify;
     j.metrics = dir + "/" + name + ".jsonl";
+    j.out = dir + "/" + name;  // its run folder: not the spec's, which a job may be using
     j.no_checkpoints = true;
     const std::string log = dir + "/" + name + ".out";
     int rc = runJob(exe, runArgs(j), log, err);
