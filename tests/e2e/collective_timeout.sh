@@ -50,7 +50,7 @@ stopped_run() {
   local name=$1; shift
   local start; start=$(date +%s%N)
   DTL_FAULT=stop:rank=1:step=3 timeout 60 "$dtlc" run "$work/stuck.dtl" --nproc 2 --collective-timeout 2 \
-    --no-checkpoints "$@" >"$name.out" 2>"$name.err"
+    --no-checkpoints --out "run_$name" "$@" >"$name.out" 2>"$name.err"
   rc=$?
   took_ms=$(( ($(date +%s%N) - start) / 1000000 ))
   stopped_pid=$(sed -n 's/.*rank 1 (pid \([0-9]*\)) was stopped by SIGSTOP.*/\1/p' "$name.err" | head -1)

@@ -31,9 +31,9 @@ train {
   seed = 3
 }
 SPEC
-"$dtlc" run s.dtl --kernels jit --no-checkpoints --metrics one.jsonl >one.out
-"$dtlc" run s.dtl --kernels jit --no-checkpoints --metrics again.jsonl >again.out
-"$dtlc" run s.dtl --no-checkpoints --metrics fast.jsonl >/dev/null
+"$dtlc" run s.dtl --kernels jit --no-checkpoints --out one --metrics one.jsonl >one.out
+"$dtlc" run s.dtl --kernels jit --no-checkpoints --out again --metrics again.jsonl >again.out
+"$dtlc" run s.dtl --no-checkpoints --out fast --metrics fast.jsonl >/dev/null
 head -1 one.out again.out
 grep -q '^jit: .* kernels ([1-9][0-9]* compiled, 0 from the cache' one.out || { echo "the first run compiled nothing"; status=1; }
 grep -q '^jit: .* kernels (0 compiled, [1-9][0-9]* from the cache' again.out || { echo "the second run did not load from the cache"; status=1; }
@@ -68,6 +68,6 @@ train {
   seed = 4
 }
 SPEC
-"$dtlc" run g.dtl --kernels jit --no-checkpoints --metrics gone.jsonl >/dev/null
+"$dtlc" run g.dtl --kernels jit --no-checkpoints --out gone --metrics gone.jsonl >/dev/null
 base=gone layout tp2 g.dtl 2 "mesh tp = 2; split heads over tp; split hidden over tp" --kernels jit
 exit $status

@@ -65,7 +65,7 @@ preempt() {
   fi
   "$dtlc" run s.dtl "$@" --resume ck --steps $((k + 5)) --metrics "$name.jsonl" >"$name.resume.out" 2>&1 ||
     { fail "$name: resume: $(cat "$name.resume.out")"; return; }
-  "$dtlc" run s.dtl "$@" --no-checkpoints --steps $((k + 5)) --metrics "$name.ref.jsonl" >/dev/null 2>&1
+  "$dtlc" run s.dtl "$@" --no-checkpoints --out "$name.ref" --steps $((k + 5)) --metrics "$name.ref.jsonl" >/dev/null 2>&1
   if [ "$(losses "$name.jsonl")" == "$(losses "$name.ref.jsonl")" ] && [ "$(losses "$name.jsonl" | wc -l)" -eq $((k + 5)) ]; then
     pass "$name: exit 0 after step $k with its checkpoint; resumed, the $((k + 5)) losses equal an uninterrupted run's bit for bit"
   else
@@ -94,7 +94,7 @@ else
 fi
 
 # 5. Nothing to save to.
-"$dtlc" run s.dtl --no-checkpoints --metrics none.jsonl >none.out 2>none.err &
+"$dtlc" run s.dtl --no-checkpoints --out none --metrics none.jsonl >none.out 2>none.err &
 pid=$!
 wait_lines none.jsonl 3
 kill -TERM "$pid"

@@ -42,7 +42,7 @@ else
   fail "flipped bit: exit $rc; $(cat flip.err)"
 fi
 
-DTL_FAULT=flip_bit:rank=2:step=3:tensor=l1.weight "$dtlc" run s.dtl --nproc 3 --set train.batch=4 >flip3.out 2>flip3.err
+DTL_FAULT=flip_bit:rank=2:step=3:tensor=l1.weight "$dtlc" run s.dtl --nproc 3 --set train.batch=4 --out flip3 >flip3.out 2>flip3.err
 if [ "$?" -ne 0 ] && grep -qF '`l1.weight`: rank 2 holds another value than ranks 0, 1' flip3.err; then
   pass "3 ranks: the odd one out named: $(grep -F '`l1.weight`' flip3.err)"
 else
@@ -51,7 +51,7 @@ fi
 
 for zero in 0 1; do
   sed "s/^data/parallel { mesh dp = auto; split batch over dp; zero = $zero }\ndata/" s.dtl >z.dtl
-  if "$dtlc" run z.dtl --nproc 2 --set train.replica_check=1 >clean$zero.out 2>&1; then
+  if "$dtlc" run z.dtl --nproc 2 --set train.replica_check=1 --out clean$zero >clean$zero.out 2>&1; then
     pass "zero = $zero: no divergence found in 8 checks"
   else
     fail "zero = $zero: a clean run failed: $(cat clean$zero.out)"

@@ -11,6 +11,7 @@
 # usage: report.sh DTLC WORKDIR
 set -euo pipefail
 dtlc=$1; work=$2
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 rm -rf "$work"; mkdir -p "$work"; cd "$work"
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -83,43 +84,13 @@ if "$dtlc" report nowhere >none.out 2>&1; then fail "a RUN_DIR that does not exi
 grep -q "dtlc report: RUN_DIR nowhere does not exist" none.out || fail "unclear error: $(cat none.out)"
 
 # Rendered by a browser.
-chromium=$(command -v chromium || true)
-if [ -z "$chromium" ] || ! /usr/bin/python3 -c 'import PIL' 2>/dev/null; then
-  echo "SKIP: the page's checks passed, but rendering needs chromium and python3-pil (bash scripts/setup.sh installs them)"
-  exit 77
-fi
-browse() { timeout 120 "$chromium" --headless --no-sandbox --disable-dev-shm-usage --disable-gpu --hide-scrollbars \
-             --user-data-dir="$work/chromium-profile" "$@" "file://$work/$page" 2>>chromium.err; }
-browse --dump-dom >dom.html || fail "chromium --dump-dom failed: $(tail -5 chromium.err)"
+. "$here/browser_lib.sh"
+need_browser
+browse "$work/$page" --dump-dom >dom.html || fail "chromium --dump-dom failed: $(tail -5 chromium.err)"
 for want in '<svg id="chart-loss"' 'class="plan"' 'class="plan-mem"' '<pre class="spec">' '<table class="checkpoints">'; do
   grep -q "$want" dom.html || fail "the rendered DOM lacks $want"
 done
 [ "$(grep -o '<tr>' dom.html | wc -l)" -eq 4 ] || fail "the checkpoint table does not have a header and 3 rows"
-browse --screenshot="$work/page.png" --window-size=1280,2200 >/dev/null || fail "chromium --screenshot failed: $(tail -5 chromium.err)"
-/usr/bin/python3 - "$work/page.png" <<'EOF2' || fail "the screenshot does not show the curves and the plan"
-import sys
-from PIL import Image
-img = Image.open(sys.argv[1]).convert("RGB")
-w, h = img.size
-px = img.load()
-def near(c, want, tol=40):
-    return all(abs(a - b) <= tol for a, b in zip(c, want))
-# Colours the page draws with: curves and all-reduce segments (blue), eval
-# dots (orange), memory bars (red), rank boxes (pale blue).
-counts = {"curve blue": 0, "eval orange": 0, "memory red": 0, "rank boxes": 0}
-rows = {k: [] for k in counts}
-want = {"curve blue": (59, 117, 175), "eval orange": (225, 129, 44), "memory red": (196, 78, 82), "rank boxes": (232, 238, 247)}
-for y in range(0, h, 2):
-    for x in range(0, w, 2):
-        c = px[x, y]
-        for k, v in want.items():
-            if near(c, v, 8 if k == "rank boxes" else 40):
-                counts[k] += 1
-                rows[k].append(y)
-print("screenshot %dx%d, pixels (every 2nd row and column): %s" % (w, h, counts))
-ok = counts["curve blue"] > 300 and counts["eval orange"] > 20 and counts["memory red"] > 300 and counts["rank boxes"] > 100
-# The curves come before the plan: blue appears above the first memory bar.
-ok = ok and min(rows["curve blue"]) < min(rows["memory red"])
-sys.exit(0 if ok else 1)
-EOF2
+browse "$work/$page" --screenshot="$work/page.png" --window-size=1280,2200 >/dev/null || fail "chromium --screenshot failed: $(tail -5 chromium.err)"
+screenshot_shows_report "$work/page.png" || fail "the screenshot does not show the curves and the plan"
 echo "rendered: DOM and screenshot checked"
