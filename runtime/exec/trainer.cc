@@ -136,9 +136,11 @@ class Trainer {
     int64_t start = 0;
     if (!c_.resume_dir.empty() && !resume(start)) return 1;
     total_ -= shift_;
-    // Loading a checkpoint takes each rank its own time; the parameters'
-    // hash below gathers the pieces of sharded ones.
-    if ((!c_.init_file.empty() || !c_.resume_dir.empty()) && !meet(0)) return 1;
+    // Loading a checkpoint or compiling kernels (--kernels jit) takes each
+    // rank its own time, which must not count against the collective timeout
+    // of the first collective (the parameters' hash below gathers the pieces
+    // of sharded ones): the ranks meet first, given the join timeout.
+    if ((!c_.init_file.empty() || !c_.resume_dir.empty() || c_.regions != nullptr) && !meet(0)) return 1;
     if (c_.confirm_params) {
       std::string why, hash;
       if (!paramsHash(hash)) return 1;
@@ -158,9 +160,11 @@ class Trainer {
       guard_.beforeStep(step, params_);
       if (!microBatches(step, loss)) return 1;
       if (!std::isfinite(loss) && c_.on_nonfinite != "skip") {
-        err_ += "step " + std::to_string(step) + ": the loss is " + (std::isnan(loss) ? "NaN" : "infinite") +
-                "; stopping" + checkpoints_.diverged() +
-                "\nhint: lower the learning rate, or set `clip = 1.0` in `train`\n";
+        // Every rank holds the same loss and stops here; global rank 0 says why, once.
+        const std::string why = "step " + std::to_string(step) + ": the loss is " + (std::isnan(loss) ? "NaN" : "infinite") +
+                                "; stopping" + checkpoints_.diverged() +
+                                "\nhint: lower the learning rate, or set `clip = 1.0` in `train`\n";
+        if (c_.global_rank == 0) err_ += why;
         return 1;
       }
       StepVerdict verdict;  // every rank's: stop after this step, skip it, or fail

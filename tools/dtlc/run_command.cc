@@ -21,6 +21,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/exec/fault_hook.h"
 #include "runtime/exec/trainer.h"
+#include "runtime/io/dir_lock.h"
 #include "runtime/launch/bind_address.h"
 #include "runtime/launch/launcher.h"
 #include "runtime/launch/rendezvous.h"
@@ -414,7 +415,7 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
                     int64_t step, std::string& why) {
     const std::string key = step > 0 ? "checkpoint/" + std::to_string(step) : "loaded";
     const std::string point = step > 0 ? "the end of the checkpoint at step " + std::to_string(step)
-                                       : "the end of loading the parameters";
+                                       : "the end of loading the parameters and compiling the kernels";
     rt::comm::Status st = rt::launch::meetRanks(*raw, env, key, point, step > 0 ? 0 : -1, collective, env.join_timeout);
     if (!st.ok) why = st.message;
     return st.ok;
@@ -427,9 +428,13 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
     std::vector<int64_t> all;
     if (!raw->set(prefix + std::to_string(env.rank), std::vector<uint8_t>(text.begin(), text.end())).ok || env.rank != 0)
       return all;
+    // One deadline for all: ranks that died at the end must not hold rank 0 10 s each.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     for (int r = 0; r < env.world_size; ++r) {
       std::vector<uint8_t> v;
-      const bool got = raw->get(prefix + std::to_string(r), v, std::chrono::milliseconds(10000)).ok;
+      const auto left = std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                   deadline - std::chrono::steady_clock::now()));
+      const bool got = raw->get(prefix + std::to_string(r), v, left).ok;
       all.push_back(got ? std::strtoll(std::string(v.begin(), v.end()).c_str(), nullptr, 10) : -1);
     }
     return all;
@@ -462,6 +467,15 @@ int prepareRunFolder(const driver::Frontend& fe, const RunFlags& f, std::string&
   if (!folder.resume_dir.empty() && (::stat(resumed.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) {
     err += "dtlc run: --resume " + f.resume + ": no such folder\n";
     return 1;
+  }
+  // A job writing into the folder holds its lock: refuse before touching its spec and plan.
+  {
+    rt::io::DirLock probe;  // released at once: the trainer takes it for the run
+    rt::io::Status held = probe.acquire(folder.dir);
+    if (!held.ok) {
+      err += "dtlc run: checkpoint folder " + held.message + "\n";
+      return 1;
+    }
   }
   if (std::string no = refuseTakenFolder(folder); !no.empty()) {
     err += "dtlc run: " + no + "\n";
@@ -532,6 +546,7 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
   if (ranked && env.restart_count > 0 && !config.checkpoint_dir.empty() &&
       ::stat((config.checkpoint_dir + "/index.json").c_str(), &index) == 0 && index.st_mtime >= env.job_started) {
     config.resume_dir = config.checkpoint_dir;
+    config.resume_checkpoint.clear();  // this job's newest, not the step-N the job was started from
     if (env.rank == 0)
       std::fprintf(stdout, "restart %lld: resuming from %s\n", static_cast<long long>(env.restart_count),
                    config.checkpoint_dir.c_str());
