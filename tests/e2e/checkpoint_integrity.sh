@@ -8,22 +8,12 @@
 #      0 and 1 both have dp coordinate 0;
 #   3. a second job on the same checkpoint folder is refused, naming the first.
 set -uo pipefail
-dtlc=$1; work=$2
-rm -rf "$work"; mkdir -p "$work"; cd "$work" || exit 1
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { echo "ok: $*"; }
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/e2e_lib.sh"
+begin_case "$@"
 
-cat > s.dtl <<'SPEC'
-model M {
-  dim f = 16, h = 32, c = 4
-  input x : f32[batch, f]
-  input y : i32[batch]
-  l1 = Linear(f, h)
-  l2 = Linear(h, c)
-  loss = cross_entropy(l2(relu(l1(x))), y, over = c)
-}
-data { train { synthetic(seed = 1) } }
+mlp_spec s.dtl 16 32 4
+cat >>s.dtl <<'SPEC'
 train {
   batch = 8
   steps = 12
@@ -86,4 +76,4 @@ else
   fail "second job: exit $rc; stderr: $(cat second.err)"
 fi
 
-[ "$fails" -eq 0 ] || exit 1
+end_case

@@ -11,22 +11,12 @@
 #      logs how long recovery took, and finishes with the steps it ran twice
 #      at the same losses.
 set -uo pipefail
-dtlc=$1; work=$2
-rm -rf "$work"; mkdir -p "$work"; cd "$work" || exit 1
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { echo "ok: $*"; }
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/e2e_lib.sh"
+begin_case "$@"
 
-cat > stuck.dtl <<'SPEC'
-model M {
-  dim f = 32, h = 64, c = 4
-  input x : f32[batch, f]
-  input y : i32[batch]
-  l1 = Linear(f, h)
-  l2 = Linear(h, c)
-  loss = cross_entropy(l2(relu(l1(x))), y, over = c)
-}
-data { train { synthetic(seed = 1) } }
+mlp_spec stuck.dtl 32 64 4
+cat >>stuck.dtl <<'SPEC'
 train {
   batch = 16
   steps = 40
@@ -94,5 +84,4 @@ else
   fail "restart: exit $rc; $(cat restart.err) $(tail -3 restart.jsonl)"
 fi
 
-[ "$fails" -eq 0 ] || { echo "$fails failed"; exit 1; }
-echo "all passed"
+end_case

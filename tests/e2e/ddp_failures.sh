@@ -11,23 +11,13 @@
 # Cases 2-5 start ranks by hand with torchrun's variables, as a user of
 # another launcher would.
 set -uo pipefail
-dtlc=$1; work=$2
-rm -rf "$work"; mkdir -p "$work"; cd "$work" || exit 1
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { echo "ok: $*"; }
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/e2e_lib.sh"
+begin_case "$@"
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-cat > s.dtl <<'SPEC'
-model M {
-  dim f = 32, h = 64, c = 4
-  input x : f32[batch, f]
-  input y : i32[batch]
-  l1 = Linear(f, h)
-  l2 = Linear(h, c)
-  loss = cross_entropy(l2(relu(l1(x))), y, over = c)
-}
-data { train { synthetic(seed = 1) } }
+mlp_spec s.dtl 32 64 4
+cat >>s.dtl <<'SPEC'
 train {
   batch = 16
   steps = 100000000
@@ -39,11 +29,8 @@ SPEC
 # 1. A rank killed mid-run.
 "$dtlc" run s.dtl --nproc 2 --metrics kill.jsonl >kill.out 2>kill.err &
 launcher=$!
-for _ in $(seq 1 300); do [ -s kill.jsonl ] && [ "$(wc -l <kill.jsonl)" -ge 3 ] && break; sleep 0.1; done
-victim=""
-for pid in $(pgrep -P "$launcher"); do
-  tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'RANK=1' && victim=$pid
-done
+wait_lines kill.jsonl 3 300 0.1
+victim=$(rank_pid "$launcher" 1)
 if [ -z "$victim" ]; then
   fail "killed rank: could not find rank 1's process"
   kill "$launcher" 2>/dev/null
@@ -67,10 +54,7 @@ sed 's/steps = 100000000/steps = 3000/; s/seed = 3/seed = 3\n  checkpoint "ck" e
 "$dtlc" run restart.dtl --nproc 2 --max-restarts 1 --metrics restart.jsonl >restart.out 2>restart.err &
 launcher=$!
 for _ in $(seq 1 300); do [ -s ck/index.json ] && break; sleep 0.05; done
-victim=""
-for pid in $(pgrep -P "$launcher"); do
-  tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'RANK=1' && victim=$pid
-done
+victim=$(rank_pid "$launcher" 1)
 [ -n "$victim" ] && kill -KILL "$victim"
 wait "$launcher"; rc=$?
 if [ -n "$victim" ] && [ "$rc" -eq 0 ] && grep -q "restart 1: resuming from" restart.out &&
@@ -148,4 +132,4 @@ else
     fail "different parameters: exit $rc0/$rc1; $(cat par0.err par1.err)"
   fi
 fi
-exit $((fails > 0))
+end_case

@@ -1,8 +1,29 @@
-# Shared by the equivalence tests (tp_equivalence.sh, zero_equivalence.sh):
-# comparing a layout's losses with one process's, and its planned memory
-# with what rank 0 holds. They read $dtlc and set status=1 on a failure;
+# Shared by the equivalence tests (tp_equivalence.sh, zero_equivalence.sh,
+# jit_equivalence.sh): the small GPT they train, comparing a layout's losses
+# with one process's, and its planned memory with what rank 0 holds. They read $dtlc and set status=1 on a failure;
 # `layout` compares with ${base:-one}.jsonl. Each run has its own run folder
 # (--out runs/NAME): a folder holding a run is not run into again.
+
+# gpt_spec VOCAB HEADS HIDDEN [BLOCK] [NORM]: prints the model and data part of
+# a two-layer GPT (seq 8, d 16; BLOCK TransformerBlock(d, heads, hidden) and
+# NORM LayerNorm(d) unless given; synthetic data, seed 5); the test adds its
+# own `train { … }` after it.
+gpt_spec() {
+  cat <<SPEC
+model G {
+  dim vocab = $1, seq = 8, d = 16, heads = $2, hidden = $3, layers = 2
+  input tokens : i32[batch, seq]
+  input targets : i32[batch, seq]
+  tok = Embedding(vocab, d)
+  param pos : [seq, d] init normal(std = 0.02)
+  blocks = repeat(layers) ${4:-TransformerBlock(d, heads, hidden)}
+  ln_f = ${5:-LayerNorm(d)}
+  logits = ln_f(blocks(tok(tokens) + pos)) @ tok.table
+  loss = cross_entropy(logits, targets, over = vocab)
+}
+data { train { synthetic(seed = 5) } }
+SPEC
+}
 
 # compare LABEL ONE MANY [FIRST]: steps FIRST.. of ONE against MANY's, within 1e-5.
 compare() {

@@ -47,19 +47,7 @@ awk -F'"loss": ' 'FNR == NR { a[FNR] = $2 + 0; next }
     fast.jsonl one.jsonl || status=1
 layout ddp2 s.dtl 2 "mesh dp = 2; split batch over dp; bucket = 1 KiB" --set train.batch=12 --kernels jit
 
-cat > g.dtl <<'SPEC'
-model G {
-  dim vocab = 16, seq = 8, d = 16, heads = 4, hidden = 32, layers = 2
-  input tokens : i32[batch, seq]
-  input targets : i32[batch, seq]
-  tok = Embedding(vocab, d)
-  param pos : [seq, d] init normal(std = 0.02)
-  blocks = repeat(layers) TransformerBlock(d, heads, hidden)
-  ln_f = LayerNorm(d)
-  logits = ln_f(blocks(tok(tokens) + pos)) @ tok.table
-  loss = cross_entropy(logits, targets, over = vocab)
-}
-data { train { synthetic(seed = 5) } }
+{ gpt_spec 16 4 32; cat <<'SPEC'; } >g.dtl
 train {
   batch = 8
   steps = 10

@@ -9,22 +9,12 @@
 #   4. --term-timeout 0: the ranks are killed at once, the launcher says so;
 #   5. SIGTERM with --no-checkpoints: exit 0, saying nothing was saved.
 set -uo pipefail
-dtlc=$1; work=$2
-rm -rf "$work"; mkdir -p "$work"; cd "$work" || exit 1
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { echo "ok: $*"; }
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/e2e_lib.sh"
+begin_case "$@"
 
-cat > s.dtl <<'SPEC'
-model M {
-  dim f = 32, h = 64, c = 4
-  input x : f32[batch, f]
-  input y : i32[batch]
-  l1 = Linear(f, h)
-  l2 = Linear(h, c)
-  loss = cross_entropy(l2(relu(l1(x))), y, over = c)
-}
-data { train { synthetic(seed = 1) } }
+mlp_spec s.dtl 32 64 4
+cat >>s.dtl <<'SPEC'
 train {
   batch = 16
   steps = 100000000
@@ -33,18 +23,6 @@ train {
   checkpoint "ck" every 1000000 steps keep 2
 }
 SPEC
-
-# Waits until FILE has at least N lines (10 s at most).
-wait_lines() { for _ in $(seq 1 200); do [ -s "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ] && return 0; sleep 0.05; done; return 1; }
-rank_pid() {  # the launcher's child with RANK=$2
-  for pid in $(pgrep -P "$1"); do tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "RANK=$2" && echo "$pid"; done
-}
-# step → loss of a metrics file, the steps in order, one per line.
-losses() { python3 -c '
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if "loss" in r: print(r["step"], repr(r["loss"]))' "$1"; }
 
 # A case: $1 name, $2 how to signal (a command given the launcher's pid),
 # $3 the dtlc flags (--nproc 2 or none). Runs, signals after 3 steps, checks
@@ -105,4 +83,4 @@ else
   fail "--no-checkpoints: exit $rc; $(cat none.out none.err)"
 fi
 
-[ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
+end_case

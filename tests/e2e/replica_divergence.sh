@@ -7,22 +7,12 @@
 # named; with three, the odd one out). Without the fault (and at ZeRO 1, where only the
 # parameters are replicas, the optimiser state being pieces) nothing is found.
 set -uo pipefail
-dtlc=$1; work=$2
-rm -rf "$work"; mkdir -p "$work"; cd "$work" || exit 1
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { echo "ok: $*"; }
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/e2e_lib.sh"
+begin_case "$@"
 
-cat > s.dtl <<'SPEC'
-model M {
-  dim f = 8, h = 16, c = 3
-  input x : f32[batch, f]
-  input y : i32[batch]
-  l1 = Linear(f, h)
-  l2 = Linear(h, c)
-  loss = cross_entropy(l2(relu(l1(x))), y, over = c)
-}
-data { train { synthetic(seed = 1) } }
+mlp_spec s.dtl 8 16 3
+cat >>s.dtl <<'SPEC'
 train {
   batch = 8
   steps = 8
@@ -58,4 +48,4 @@ for zero in 0 1; do
   fi
 done
 
-[ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
+end_case

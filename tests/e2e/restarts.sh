@@ -6,22 +6,13 @@
 # "restart k: recovered in X s (resumed from step N)" lines, and end with the
 # final parameters and optimiser state of an uninterrupted run, to the bit.
 set -uo pipefail
-dtlc=$1; work=$2
-rm -rf "$work"; mkdir -p "$work/clean" "$work/killed"; cd "$work" || exit 1
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { echo "ok: $*"; }
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/e2e_lib.sh"
+begin_case "$@"
+mkdir -p clean killed
 
-cat > restarts.dtl <<'SPEC'
-model M {
-  dim f = 32, h = 64, c = 4
-  input x : f32[batch, f]
-  input y : i32[batch]
-  l1 = Linear(f, h)
-  l2 = Linear(h, c)
-  loss = cross_entropy(l2(relu(l1(x))), y, over = c)
-}
-data { train { synthetic(seed = 1) } }
+mlp_spec restarts.dtl 32 64 4
+cat >>restarts.dtl <<'SPEC'
 train {
   batch = 16
   steps = 30
@@ -60,5 +51,4 @@ for f in params.safetensors optimizer.safetensors state.json; do
   fi
 done
 
-[ "$fails" -eq 0 ] || { echo "$fails failed"; exit 1; }
-echo "all passed"
+end_case

@@ -16,20 +16,9 @@ rm -rf "$work"; mkdir -p "$work"; cd "$work"
 status=0
 source "$here/equivalence_lib.sh"
 gpt() {  # $1: the block layer; $2: the norm; $3: extra layers before the model
+  printf "%s\n" "$3"
+  gpt_spec 16 4 32 "$1" "$2"
   cat <<SPEC
-$3
-model G {
-  dim vocab = 16, seq = 8, d = 16, heads = 4, hidden = 32, layers = 2
-  input tokens : i32[batch, seq]
-  input targets : i32[batch, seq]
-  tok = Embedding(vocab, d)
-  param pos : [seq, d] init normal(std = 0.02)
-  blocks = repeat(layers) $1
-  ln_f = $2
-  logits = ln_f(blocks(tok(tokens) + pos)) @ tok.table
-  loss = cross_entropy(logits, targets, over = vocab)
-}
-data { train { synthetic(seed = 5) } }
 train {
   batch = 8
   steps = 15

@@ -14,6 +14,8 @@
 # Needs root (ip netns, unshare); elsewhere it skips (exit 77) saying why.
 set -uo pipefail
 dtlc=$1; work=$2
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/e2e_lib.sh"
 skip() { echo "SKIPPED: $*"; exit 77; }
 [ "$(id -u)" -eq 0 ] || skip "needs root to create network namespaces"
 command -v ip >/dev/null && command -v unshare >/dev/null || skip "needs ip (iproute2) and unshare (util-linux)"
@@ -42,17 +44,9 @@ node() {
     sh -c 'mount -t tmpfs tmpfs /dev/shm && hostname "dtl-node-$0" && exec timeout 90 "$@"' "$k" "$@"
 }
 
-rm -rf "$work"; mkdir -p "$work"; cd "$work" || exit 1
-cat > s.dtl <<'SPEC'
-model M {
-  dim f = 16, h = 32, c = 4
-  input x : f32[batch, f]
-  input y : i32[batch]
-  l1 = Linear(f, h)
-  l2 = Linear(h, c)
-  loss = cross_entropy(l2(relu(l1(x))), y, over = c)
-}
-data { train { synthetic(seed = 1) } }
+begin_case "$dtlc" "$work"
+mlp_spec s.dtl 16 32 4
+cat >>s.dtl <<'SPEC'
 train {
   batch = 24
   steps = 8
@@ -62,9 +56,6 @@ train {
 SPEC
 export DTL_JOB_TOKEN=two-nodes-netns-$$
 master=10.231.0.1:29731
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { echo "ok: $*"; }
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
 # Each job has its own run folder (--out): a folder holding a run is not run
@@ -126,7 +117,7 @@ mid1=$!
 node 0 "$dtlc" run s.dtl --nproc 2 --nnodes 2 --node-rank 0 --master "$master" --set train.steps=100000000 \
   --set train.batch=6 --metrics mid.jsonl --out runs/mid >mid0.out 2>mid0.err &
 mid0=$!
-for _ in $(seq 1 300); do [ -s mid.jsonl ] && [ "$(wc -l <mid.jsonl)" -ge 3 ] && break; sleep 0.1; done
+wait_lines mid.jsonl 3 300 0.1
 victim=""
 for pid in $(ip netns pids "$ns1"); do
   tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'RANK=3' && victim=$pid
@@ -146,4 +137,4 @@ else
     echo "--- node 0:"; cat mid0.err; echo "--- node 1:"; cat mid1.err
   fi
 fi
-exit $((fails > 0))
+end_case

@@ -18,6 +18,7 @@
 set -euo pipefail
 dtlc=$1; work=$2
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/e2e_lib.sh"  # wait_lines, losses; this test's fail stops it at once
 rm -rf "$work"; mkdir -p "$work"; cd "$work"
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -58,10 +59,7 @@ run_dir=runs/tiny
 # 1. Pre-empted after a few steps: SIGTERM to the launcher.
 "$dtlc" run tiny.dtl --nproc 2 >first.out 2>first.err &
 launcher=$!
-for _ in $(seq 1 400); do
-  [ -s $run_dir/metrics.jsonl ] && [ "$(wc -l <$run_dir/metrics.jsonl)" -ge 3 ] && break
-  sleep 0.05
-done
+wait_lines $run_dir/metrics.jsonl 3 400 || true
 kill -TERM "$launcher"
 rc=0; wait "$launcher" || rc=$?
 stop=$(sed -n "s|^stopped after step \([0-9]*\) (SIGTERM): saved $run_dir/step-[0-9]*; --resume $run_dir continues from it\$|\1|p" first.out)
@@ -87,11 +85,6 @@ grep -q '^done: ' resume.out && grep -q '^  final eval: loss .* (after step 400)
   grep -q '^  best eval (lowest loss): loss ' resume.out && grep -q "^  checkpoint: $run_dir/step-00000400\$" resume.out &&
   grep -Eq '^  peak memory per rank: 0: [0-9.]+ MiB, 1: [0-9.]+ MiB$' resume.out || fail "the summary is incomplete: $(cat resume.out)"
 "$dtlc" run tiny.dtl --nproc 2 --out straight --no-checkpoints >straight.out 2>&1 || fail "the uninterrupted run failed: $(cat straight.out)"
-losses() { python3 -c '
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if "loss" in r: print(r["step"], repr(r["loss"]))' "$1"; }
 [ "$(losses $run_dir/metrics.jsonl | wc -l)" -eq 400 ] && [ "$(losses $run_dir/metrics.jsonl)" == "$(losses straight/metrics.jsonl)" ] ||
   fail "the pre-empted and resumed run's losses differ from an uninterrupted run's: $(diff <(losses $run_dir/metrics.jsonl) <(losses straight/metrics.jsonl) | head -5)"
 echo "3. resumed: progress, [ckpt], eval and summary lines; 400 losses equal the uninterrupted run's bit for bit"

@@ -14,19 +14,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 rm -rf "$work"; mkdir -p "$work"; cd "$work"
 status=0
 source "$here/equivalence_lib.sh"
-cat >g.dtl <<'SPEC'
-model G {
-  dim vocab = 13, seq = 8, d = 16, heads = 4, hidden = 36, layers = 2
-  input tokens : i32[batch, seq]
-  input targets : i32[batch, seq]
-  tok = Embedding(vocab, d)
-  param pos : [seq, d] init normal(std = 0.02)
-  blocks = repeat(layers) TransformerBlock(d, heads, hidden)
-  ln_f = LayerNorm(d)
-  logits = ln_f(blocks(tok(tokens) + pos)) @ tok.table
-  loss = cross_entropy(logits, targets, over = vocab)
-}
-data { train { synthetic(seed = 5) } }
+{ gpt_spec 13 4 36; cat <<'SPEC'; } >g.dtl
 train {
   batch = 24
   steps = 15
