@@ -70,8 +70,9 @@ first=$!
 for _ in $(seq 1 300); do [ -s ck/.lock ] && grep -q "pid $first " ck/.lock && break; sleep 0.1; done
 "$dtlc" run s.dtl --steps 1 --resume ck >second.out 2>second.err; rc=$?
 kill "$first" 2>/dev/null; wait "$first" 2>/dev/null
-if [ "$rc" -eq 1 ] && grep -q "ck: in use by another job (pid $first on host " second.err; then
-  pass "second job refused: $(head -1 second.err)"
+if [ "$rc" -eq 1 ] && grep -q "ck: in use by another job (pid $first on host " second.err &&
+   grep -q 'steps = 100000000' ck/spec.dtl; then
+  pass "second job refused, the first one's spec.dtl left as it was: $(head -1 second.err)"
 else
   fail "second job: exit $rc; stderr: $(cat second.err)"
 fi

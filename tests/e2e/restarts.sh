@@ -51,4 +51,18 @@ for f in params.safetensors optimizer.safetensors state.json; do
   fi
 done
 
+# A job started from one checkpoint (--resume DIR/step-N --out NEW) restarts
+# from its own newest checkpoint in NEW, not from step N again.
+mkdir -p branch
+(cd branch && "$dtlc" run ../restarts.dtl --nproc 2 --steps 10 >first.out 2>first.err) || fail "branch: $(cat branch/first.err)"
+(cd branch && DTL_FAULT=kill:rank=1:step=15:restart=0 timeout 120 "$dtlc" run ../restarts.dtl --nproc 2 --max-restarts 1 \
+   --resume ck/step-00000009 --out ck2 >run.out 2>run.err)
+rc=$?
+if [ "$rc" -eq 0 ] && grep -q "dtl: restart 1: recovered in [0-9.]* s (resumed from step 1[45])" branch/run.err &&
+   cmp -s clean/ck/step-00000030/params.safetensors branch/ck2/step-00000030/params.safetensors; then
+  pass "resumed from step-00000009, restarted from its own checkpoint: $(grep -o 'recovered in.*' branch/run.err)"
+else
+  fail "a restart of a job resumed from a step-N folder: exit $rc; $(cat branch/run.err)"
+fi
+
 end_case
