@@ -79,7 +79,6 @@ std::string peerName(const sockaddr_storage& addr) {
   return wire::hostPort(host, port);
 }
 
-// A counter's value: decimal text, or empty (a key add() creates).
 // A get/wait's deadline from its timeout_ms field.
 Clock::time_point requestDeadline(const uint8_t* timeout_ms) {
   uint64_t ms = std::min<uint64_t>(wire::getU64(timeout_ms), INT64_MAX);

@@ -120,12 +120,6 @@ bool faultsFromEnvironment(std::vector<Fault>& out, std::string& err) {
   return true;
 }
 
-int64_t restartGeneration() {
-  const char* text = std::getenv("DTL_RESTART_COUNT");
-  int64_t v = 0;
-  return text != nullptr && parseInteger(text, v) ? v : 0;
-}
-
 bool FaultHook::fromEnvironment(int rank, int restart, FaultHook& out, std::string& err) {
   std::vector<Fault> faults;
   if (!faultsFromEnvironment(faults, err)) return false;

@@ -60,9 +60,6 @@ bool faultsFromEnvironment(std::vector<Fault>& out, std::string& err);
 std::vector<const Fault*> faultsAt(const std::vector<Fault>& faults, const std::string& kind, int64_t rank,
                                    int64_t step, int64_t restart);
 
-// The job's generation (DTL_RESTART_COUNT; 0 when unset).
-int64_t restartGeneration();
-
 // The process-level kinds, run after each optimiser step.
 class FaultHook {
  public:
@@ -73,6 +70,7 @@ class FaultHook {
   static bool fromEnvironment(int rank, int restart, FaultHook& out, std::string& err);
 
   bool any() const { return !faults_.empty(); }
+  const std::vector<Fault>& faults() const { return faults_; }
   // A fault of `kind` applies to this rank after `step`.
   bool due(const std::string& kind, int64_t step) const;
   // After an optimiser step: stop or kill this process when asked to.

@@ -61,8 +61,6 @@ bool RunLog::write(const std::vector<std::pair<std::string, double>>& fields,
 bool RunLog::step(const Step& s, bool show, std::string& err) {
   if (!lead_) return true;
   io::StepView v = progress_->step(s.step, s.loss, s.lr, s.grad_norm, s.step_s, step_samples_, step_tokens_, step_flops_);
-  total_samples_ += step_samples_;
-  ++summary_.steps;
   std::vector<std::pair<std::string, double>> fields = {{"loss", s.loss}, {"lr", s.lr}, {"samples_per_s", v.samples_per_s}};
   if (v.tokens_per_s >= 0) fields.emplace_back("tokens_per_s", v.tokens_per_s);
   fields.insert(fields.end(), {{"step_s", s.step_s}, {"comm_wait_s", s.comm_wait_s}});
@@ -127,7 +125,7 @@ void RunLog::finish(int64_t steps) {
   if (!lead_ || !progress_) return;
   std::fputs(progress_->finish().c_str(), stdout);
   summary_.steps = steps;
-  summary_.samples_per_s = summary_.wall_s > 0 ? total_samples_ / summary_.wall_s : 0;
+  summary_.samples_per_s = summary_.wall_s > 0 ? static_cast<double>(steps) * step_samples_ / summary_.wall_s : 0;
   std::fputs(io::Progress::summary(summary_).c_str(), stdout);
   std::fflush(stdout);
 }

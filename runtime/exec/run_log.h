@@ -51,7 +51,6 @@ class RunLog {
   double step_samples_ = 0, step_tokens_ = 0, step_flops_ = 0;
   double window_loss_ = 0;
   int64_t window_steps_ = 0;
-  double total_samples_ = 0;
   io::RunSummary summary_;
 };
 

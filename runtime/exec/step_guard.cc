@@ -33,17 +33,10 @@ StepGuard::StepGuard(const TrainConfig& c) : c_(c) {
   for (const auto& [axis, comm] : c_.comms) collective_ = collective_ || (comm && comm->size() > 1);
 }
 
-bool StepGuard::start(std::string& err) {
-  // dtlc run warned about DTL_FAULT already (FaultHook::fromEnvironment).
-  const char* text = std::getenv(kEnvFault);
-  if (!parseFaults(text ? text : "", knownFaults(), faults_, err)) return false;
-  restart_ = restartGeneration();
-  catchStopSignals();
-  return true;
-}
+void StepGuard::start() { catchStopSignals(); }
 
 void StepGuard::beforeStep(int64_t step, std::vector<Param>& params) {
-  for (const Fault* f : faultsAt(faults_, "flip_bit", c_.global_rank, step, restart_)) {
+  for (const Fault* f : faultsAt(c_.faults, "flip_bit", c_.global_rank, step, c_.restart)) {
     if (Param* p = faultTarget(*f, params, false)) {
       uint32_t bits;
       std::memcpy(&bits, p->value.data(), 4);
@@ -72,7 +65,7 @@ int64_t StepGuard::firstNonfinite(double loss, const std::vector<Param>& params)
 }
 
 bool StepGuard::agree(int64_t step, double loss, std::vector<Param>& params, StepVerdict& v, std::string& err) {
-  for (const Fault* f : faultsAt(faults_, "nan_grad", c_.global_rank, step, restart_))
+  for (const Fault* f : faultsAt(c_.faults, "nan_grad", c_.global_rank, step, c_.restart))
     if (Param* p = faultTarget(*f, params, true)) p->step_grad[0] = std::numeric_limits<float>::quiet_NaN();
   ReplicaCheck replicas;
   if (collective_ && c_.replica_check > 0 && step % c_.replica_check == 0) {

@@ -35,8 +35,9 @@ class StepGuard {
  public:
   explicit StepGuard(const TrainConfig& c);
 
-  // Reads DTL_FAULT and catches SIGTERM/SIGINT from here on (stop_signal.h).
-  bool start(std::string& err);
+  // Catches SIGTERM/SIGINT from here on (stop_signal.h). The injected faults
+  // come parsed in TrainConfig::faults (dtlc run reads DTL_FAULT once).
+  void start();
 
   // Before a step's forward pass: the flip_bit fault.
   void beforeStep(int64_t step, std::vector<Param>& params);
@@ -53,8 +54,6 @@ class StepGuard {
   bool nonfiniteMessage(int64_t step, double loss, const std::vector<Param>& params, int64_t mine, std::string& err);
 
   const TrainConfig& c_;
-  std::vector<Fault> faults_;
-  int64_t restart_ = 0;  // the job's generation, for faults keyed by `restart`
   int64_t world_ = 1;
   bool collective_ = false;  // some axis has more than one rank
 };

@@ -151,7 +151,7 @@ class Trainer {
     }
     if (!log_.open(total_, start > 0, err_)) return 1;
     optim::Optimizer opt(c_.optimizer);
-    if (!guard_.start(err_)) return 1;
+    guard_.start();
     for (int64_t step = start + 1; step <= total_; ++step) {
       const auto step_start = std::chrono::steady_clock::now();
       const double waited_before = exec_->waitSeconds(), gathered_before = exec_->gatherWaitSeconds();

@@ -16,6 +16,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/data/loader.h"
 #include "runtime/exec/backend.h"
+#include "runtime/exec/fault_hook.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/optim/schedule.h"
 
@@ -49,6 +50,8 @@ struct TrainConfig {
   double clip = 0;  // 0 = no clipping
   std::string on_nonfinite = "stop";  // stop | skip: a step with a non-finite loss or gradient (step_guard.h)
   int64_t replica_check = 100;        // every K steps replicas compare hashes (replica_check.h); 0 = never
+  std::vector<Fault> faults;          // tests' injected faults (DTL_FAULT, fault_hook.h), parsed once by dtlc run
+  int64_t restart = 0;                // the job's generation, for faults keyed by `restart`
   int zero = 0;     // the spec's `zero`: at 1, accumulated gradients are reduce-scattered once per step
   uint64_t seed = 0;
   Period log_every, eval_every, checkpoint_every;

@@ -109,9 +109,13 @@ class JitRegions : public rt::RegionRunner {
     const codegen::KernelPlan& plan = k.jit->plan();
     if (static_cast<int>(in.size()) != plan.inputs || static_cast<int>(out.size()) != plan.outputs)
       return {false, "fused region " + std::to_string(region) + ": its kernel takes other buffers than the program gives"};
-    std::vector<void*> buffers;
+    // Kept across runs: a fused region runs every step, so its argument
+    // list and Bool staging allocate only the first time.
+    std::vector<void*>& buffers = buffers_;
+    buffers.clear();
     for (const rt::TensorView* t : in) buffers.push_back(t->data);
-    std::vector<std::vector<uint8_t>> bools(out.size());
+    if (bools_.size() < out.size()) bools_.resize(out.size());
+    std::vector<std::vector<uint8_t>>& bools = bools_;
     for (size_t j = 0; j < out.size(); ++j) {
       if (out[j]->dtype == DType::Bool) {
         bools[j].resize(static_cast<size_t>(std::max<int64_t>(out[j]->elements, 1)));
@@ -141,6 +145,8 @@ class JitRegions : public rt::RegionRunner {
   std::vector<Kernel> kernels_;
   std::vector<size_t> region_kernel_;                   // per region of the program
   std::vector<std::vector<std::vector<float>>> scratch_;  // per region: its kernel's scratch buffers
+  std::vector<void*> buffers_;                // run()'s kernel arguments, reused
+  std::vector<std::vector<uint8_t>> bools_;   // run()'s Bool outputs as bytes, reused
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "core/hash.h"
+#include "runtime/data/loader_random.h"
 
 namespace dtl::codegen::testing {
 
@@ -68,11 +69,10 @@ class ChoiceStream {
   size_t consumed() const { return at_; }
 
  private:
-  uint64_t next() {  // splitmix64
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
+  uint64_t next() {  // splitmix64 (the data loader's mixer)
+    const uint64_t z = rt::data::detail::mix64(state_);
+    state_ += 0x9e3779b97f4a7c15ULL;
+    return z;
   }
 
   const uint8_t* data_ = nullptr;

@@ -18,6 +18,7 @@
 #include "tools/dtlc/compile_spec.h"
 #include "tools/dtlc/flags.h"
 #include "tools/dtlc/report_page.h"
+#include "tools/dtlc/run_folder.h"
 
 namespace dtl::cli {
 
@@ -143,7 +144,7 @@ std::vector<std::string> headerSets(const std::string& spec_text) {
     size_t end = spec_text.find('\n', at);
     if (end == std::string::npos) end = spec_text.size();
     const std::string line = spec_text.substr(at, end - at);
-    if (line.rfind("# set: ", 0) == 0) sets.push_back(line.substr(7));
+    if (line.rfind(kSetHeader, 0) == 0) sets.push_back(line.substr(kSetHeader.size()));
     at = end + 1;
   }
   return sets;

@@ -565,6 +565,8 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
     err += "dtlc run: " + why + "\n";
     return 2;
   }
+  config.faults = faults.faults();
+  config.restart = env.restart_count;
   if (faults.any())
     config.on_step = [report = config.on_step, faults](int64_t step) {
       if (report) report(step);

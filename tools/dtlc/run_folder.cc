@@ -5,11 +5,11 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <regex>
 #include <system_error>
 
 #include "compiler/plan/plan.h"
 #include "compiler/program/plan_program.h"
+#include "runtime/io/checkpoint_index.h"
 #include "runtime/io/file_ops.h"
 
 namespace dtl::cli {
@@ -24,9 +24,11 @@ std::string trimSlashes(std::string p) {
   return p;
 }
 
+// step-N, or diverged-step-N (a checkpoint set aside after a non-finite loss).
 bool isCheckpointName(const std::string& name) {
-  static const std::regex re("(diverged-)?step-[0-9]+");
-  return std::regex_match(name, re);
+  const std::string kept = name.rfind("diverged-", 0) == 0 ? name.substr(9) : name;
+  int64_t step = 0;
+  return rt::io::index::parseName(kept, &step);
 }
 
 // A literal's text (quotes included) from line:col:len of the spec file.
@@ -125,7 +127,7 @@ std::string resolvedSpecText(const driver::Frontend& fe, const std::vector<std::
   std::string header = "# The spec of this run: " + fe.sources().name(prog.spec_file) +
                        ", with its data and import paths made absolute.\n";
   if (!sets.empty()) header += "# Compiled with these overrides (dtlc report applies them):\n";
-  for (const std::string& s : sets) header += "# set: " + s + "\n";
+  for (const std::string& s : sets) header += std::string(kSetHeader) + s + "\n";
   return header + text;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "compiler/driver/frontend.h"
 #include "tools/dtlc/run_flags.h"
@@ -33,6 +34,7 @@ std::string refuseTakenFolder(const RunFolder& folder);
 // import paths made absolute (so it compiles from the run folder, as `dtlc
 // report RUN_DIR` does), under a header naming the original file and the
 // `--set`s (as `# set: KEY=VALUE` lines, which `dtlc report` applies).
+inline constexpr std::string_view kSetHeader = "# set: ";
 std::string resolvedSpecText(const driver::Frontend& fe, const std::vector<std::string>& sets);
 
 // Writes spec.dtl, plan.txt and plan.json (the plan of global rank 0, as
