@@ -5,6 +5,7 @@
 #include <new>
 
 #include "compiler/codegen/fuse_regions.h"
+#include "compiler/codegen/traffic.h"
 #include "compiler/driver/frontend.h"
 #include "compiler/layout/print_layout.h"
 #include "compiler/program/plan_program.h"
@@ -82,6 +83,13 @@ KernelEmitter& kernelEmitter() {
   return emitter;
 }
 
+// The state tensors the spec's optimiser keeps per parameter (runtime/optim/optimizer.h).
+int optimizerStates(const sema::TrainSpec& t) {
+  if (t.optimizer != "sgd") return 2;  // adam, adamw: exp_avg, exp_avg_sq
+  auto m = t.optimizer_args.find("momentum");
+  return m != t.optimizer_args.end() && m->second != 0 ? 1 : 0;
+}
+
 bool needsLayout(const std::string& emit) {
   return emit == "layout" || emit == "program" || emit == "fused" || emit == "llvm" || emit == "ptx";
 }
@@ -115,6 +123,9 @@ int emitLayout(const driver::Frontend& fe, const std::string& emit, bool fuse, s
   prog::Program p = program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0));
   codegen::Fusion f = codegen::fuseRegions(p);
   if (emit == "fused") {
+    codegen::FuseRules jit;  // the traffic of what `--kernels jit` runs, which may fuse less than printed below
+    jit.transcendentals = program::PlanOptions{}.fuse_transcendentals;
+    out += codegen::printTraffic(codegen::stepTraffic(p, codegen::fuseRegions(p, p.train, jit), optimizerStates(fe.spec().train)));
     out += codegen::printFusion(p, f);
     return 0;
   }

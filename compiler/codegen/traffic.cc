@@ -1,0 +1,96 @@
+// traffic.h: bytes in and out of the step's non-contraction kernels.
+#include "compiler/codegen/traffic.h"
+
+#include <cstdio>
+#include <set>
+
+namespace dtl::codegen {
+
+namespace {
+
+using ir::Node;
+using ir::Op;
+
+int64_t bytesOf(const Node& n) {
+  const std::optional<int64_t> e = n.shape.elements();
+  return e ? *e * dtypeBytes(n.dtype) : 0;
+}
+
+// 2·M·N·K: every name of either operand is an M, N or K extent exactly once.
+int64_t contractionFlops(const prog::Program& p, const Node& n) {
+  std::set<std::string> seen;
+  int64_t product = 1;
+  for (int x : n.inputs)
+    for (const Dim& d : p[x].shape.dims)
+      if (seen.insert(d.name).second) product *= d.size;
+  return 2 * product;
+}
+
+// A node that runs a kernel of its own when not fused (not a feed, a view,
+// a collective or a contraction).
+bool isKernel(const prog::Program& p, const Node& n) {
+  if (n.op == Op::Input || n.op == Op::Param || n.op == Op::Contract || n.op == Op::Update) return false;
+  if (ir::isConversion(n.op) && n.op != Op::LocalSlice) return false;
+  return p.train.storage[static_cast<size_t>(n.id)].kind != prog::Storage::Alias;
+}
+
+int64_t nodeBytes(const prog::Program& p, const Node& n) {
+  // An embedding reads the ids and the rows it gathers, not the whole table.
+  if (n.op == Op::Embed) return bytesOf(p[n.inputs.at(1)]) + 2 * bytesOf(n);
+  int64_t b = bytesOf(n);
+  for (int x : n.inputs) b += bytesOf(p[x]);
+  return b;
+}
+
+int64_t regionBytes(const prog::Program& p, const FusedRegion& r) {
+  int64_t b = 0;
+  for (int x : r.inputs) b += bytesOf(p[x]);
+  for (int x : r.outputs) b += bytesOf(p[x]);
+  return b;
+}
+
+}  // namespace
+
+StepTraffic stepTraffic(const prog::Program& p, const Fusion& f, int state_per_param) {
+  StepTraffic t;
+  std::set<int> regions_seen;
+  for (const prog::Instr& in : p.train.instrs) {
+    if (in.kind != prog::Instr::Run) continue;
+    const Node& n = p[in.id];
+    if (n.op == Op::Contract) t.contraction_flops += contractionFlops(p, n);
+    if (!isKernel(p, n)) continue;
+    t.node_by_node += nodeBytes(p, n);
+    ++t.kernels_node_by_node;
+    const int r = in.id < static_cast<int>(f.region_of.size()) ? f.region_of[static_cast<size_t>(in.id)] : -1;
+    if (r < 0) {
+      t.fused += nodeBytes(p, n);
+      ++t.kernels_fused;
+    } else if (regions_seen.insert(r).second) {
+      t.fused += regionBytes(p, f.regions[static_cast<size_t>(r)]);
+      ++t.kernels_fused;
+    }
+  }
+  for (const prog::Instr& in : p.update.instrs) {
+    if (in.kind != prog::Instr::Run || p[in.id].op != Op::Update) continue;
+    // reads the parameter, its gradient and each state tensor; writes the parameter and each state tensor
+    t.update += bytesOf(p[p[in.id].inputs.at(0)]) * (3 + 2 * state_per_param);
+  }
+  return t;
+}
+
+std::string printTraffic(const StepTraffic& t) {
+  auto mib = [](int64_t b) {
+    char s[32];
+    std::snprintf(s, sizeof s, "%.1f MiB", static_cast<double>(b) / (1024.0 * 1024.0));
+    return std::string(s);
+  };
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%.2f",
+                t.node_by_node > 0 ? static_cast<double>(t.fused) / static_cast<double>(t.node_by_node) : 1.0);
+  return "# non-GEMM traffic per training step (bytes read + written by kernels other than contractions): node by node " +
+         mib(t.node_by_node) + " in " + std::to_string(t.kernels_node_by_node) + " kernels, fused " + mib(t.fused) +
+         " in " + std::to_string(t.kernels_fused) + " kernels (" + ratio + "x); optimiser update " + mib(t.update) +
+         "; contractions " + std::to_string(t.contraction_flops / 1000000) + " MFLOP\n";
+}
+
+}  // namespace dtl::codegen
