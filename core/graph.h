@@ -57,7 +57,8 @@ enum class Op {
   LogSoftmaxGrad, // inputs: y (log_softmax output), dy; names[0]
   NormalizeGrad,  // inputs: x, dy; names, eps
   RmsNormalizeGrad,
-  EmbedGrad,      // inputs: ids, dy → d table (this node's shape); `offset`, `index` as for Embed
+  EmbedGrad,      // inputs: ids, dy[, base] → d table (this node's shape), added to `base` (another gradient
+                  // of the table) when given; `offset`, `index` as for Embed
   AttentionGrad,  // inputs: q, k, v, dy; index = 0|1|2 (which of q, k, v)
   CrossEntropyGrad,  // inputs: logits, labels, dy (scalar); names[0]
   DropoutGrad,    // inputs: dy; scalar = p, index = the forward's (the same mask)

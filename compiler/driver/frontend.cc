@@ -12,6 +12,7 @@
 #include "compiler/ir/autodiff.h"
 #include "compiler/ir/lower_model.h"
 #include "compiler/passes/bucket_gradients.h"
+#include "compiler/passes/scatter_into_gradient.h"
 #include "compiler/passes/prefetch_gathers.h"
 
 namespace dtl::driver {
@@ -57,6 +58,7 @@ int Frontend::runText(const std::string& name, const std::string& text, const Fr
   if (diags_->hasErrors()) return 1;
   if (stop == Stop::Ir || stop == Stop::Grad || stop == Stop::Plan) lower(stop != Stop::Ir);
   if (stop == Stop::Plan && !diags_->hasErrors()) layOut();
+  if (stop == Stop::Grad && !diags_->hasErrors()) passes::scatterIntoGradient(graph_, nullptr);  // one process: no layout
   return diags_->hasErrors() ? 1 : 0;
 }
 
@@ -80,6 +82,7 @@ void Frontend::layOut() {
             loc.valid() ? sources_->name(loc.file) + ":" + std::to_string(loc.line) + ":" + std::to_string(loc.col) : "--set"};
   }
   layout_errors_ = layout::assignPlacements(graph_, mesh, rules, layout_, zero);
+  passes::scatterIntoGradient(graph_, &layout_);
   passes::bucketGradients(graph_, spec_.parallel.bucket_bytes, spec_.parallel.overlap, spec_.parallel.zero == 1);
   passes::prefetchGathers(graph_, static_cast<int>(spec_.parallel.prefetch));
 }

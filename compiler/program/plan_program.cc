@@ -177,7 +177,7 @@ class Planner {
     const bool train = kind == Kind::Train;
     for (const Node& n : g_.nodes)
       in[static_cast<size_t>(n.id)] = train ? !step[static_cast<size_t>(n.id)] || n.op == Op::Param : n.id < g_.forward_end;
-    if (train) return in;
+    if (train) return withoutUnread(in, step);
     std::vector<int> todo = {g_.loss};
     for (const auto& [name, id] : g_.metrics) todo.push_back(id);
     for (int id : g_.outputs) todo.push_back(id);
@@ -188,6 +188,23 @@ class Planner {
       in[static_cast<size_t>(id)] = true;
       for (int x : g_[id].inputs) todo.push_back(x);
     }
+    return in;
+  }
+
+  // The training schedule runs what the caller keeps, the optimiser step
+  // reads, and what those read: a value nothing reads (an embedding gradient
+  // the scatter-into pass folded into another) is not computed.
+  std::vector<bool> withoutUnread(std::vector<bool> in, const std::vector<bool>& step) const {
+    std::vector<bool> needed = kept();
+    for (const Node& n : g_.nodes)
+      if (step[static_cast<size_t>(n.id)])
+        for (int x : n.inputs) needed[static_cast<size_t>(x)] = true;
+    for (size_t k = n_; k-- > 0;) {  // ids are in topological order
+      if (!needed[k] || !in[k]) continue;
+      for (int x : g_.nodes[k].inputs) needed[static_cast<size_t>(x)] = true;
+    }
+    for (const Node& n : g_.nodes)
+      if (n.op != Op::Param && n.op != Op::Input && !needed[static_cast<size_t>(n.id)]) in[static_cast<size_t>(n.id)] = false;
     return in;
   }
 
@@ -435,6 +452,18 @@ class Planner {
         s.storage[xi] = {Storage::Alias, st.id, (st.index + static_cast<int64_t>(k)) * per};
         elsewhere[xi] = true;
       }
+    }
+    // A dense gradient an embedding gradient adds its rows into (the
+    // scatter-into pass) is computed into that node's storage: in place.
+    for (const Node& e : g_.nodes) {
+      if (e.op != Op::EmbedGrad || e.inputs.size() != 3) continue;
+      const int x = e.inputs[2];
+      const size_t xi = static_cast<size_t>(x);
+      if (x < g_.forward_end || keep[xi] || elsewhere[xi] || readers[xi] != 1 || !computed(g_[x]) ||
+          s.storage[xi].kind != Storage::Slot || elements(p_[x]) != elements(p_[e.id]) || g_[x].dtype != e.dtype)
+        continue;
+      s.storage[xi] = {Storage::Alias, e.id, 0};
+      elsewhere[xi] = true;
     }
     std::map<int, int> paths;  // gradient node → parameters it is the gradient of
     for (const auto& [path, id] : g_.grads) ++paths[id];

@@ -112,7 +112,9 @@ ref::Tensor reshape(const ref::Tensor& x, const Node& n) {
 ref::Status runFallible(const Node& n, const std::vector<ref::Tensor>& x, ref::Tensor* y) {
   switch (n.op) {
     case Op::Embed: return ref::embed(x[0], x[1], y, n.offset, n.index);
-    case Op::EmbedGrad: return ref::embedBackward(n.shape, x[0], x[1], y, n.offset, n.index);
+    case Op::EmbedGrad:
+      if (x.size() == 3) return ref::embedBackwardInto(x[2], x[0], x[1], y, n.offset, n.index);
+      return ref::embedBackward(n.shape, x[0], x[1], y, n.offset, n.index);
     case Op::PickClass: return ref::pickClass(x[0], x[1], n.names.at(0), y, n.offset, n.index);
     case Op::PickClassGrad: return ref::pickClassGrad(n.shape, x[0], n.names.at(0), y, n.offset, n.index);
     case Op::CrossEntropy: return ref::crossEntropy(x[0], x[1], n.names.at(0), y);

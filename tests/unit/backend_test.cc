@@ -6,6 +6,7 @@
 // (f32 against double), integers exactly.
 #include "tests/unit/backend_test_util.h"
 
+#include <bit>
 #include <memory>
 
 namespace dtl::rt::testing {
@@ -259,6 +260,44 @@ TEST_F(BackendTest, EmbedAndScatterAddGrad) {
   ids.i[3] = 11;
   checkFails(node(Op::Embed, sh({H, B, D})), {&table, &ids}, "id 11 at (h 0, b 3)");
   checkFails(node(Op::EmbedGrad, table.shape), {&ids, &dy}, "out of range");
+}
+
+// The scatter-into form (compiler/passes/scatter_into_gradient.h): the rows
+// the ids select added into a dense gradient equal the unfused
+// add(base, embed_grad) bit for bit, NaN and inf included; rows no id
+// selects keep base's bits (-0 too); in place when base is the output.
+TEST_F(BackendTest, EmbedGradIntoADenseGradient) {
+  const Dim V{"vocab", 11}, D{"d", 33};
+  Buf ids = ints(sh({H, B}), rng_, 0, 9), dy = rand(sh({H, B, D})), base = rand(sh({V, D}));
+  ids.i[0] = ids.i[1] = ids.i[5] = 4;  // a row selected three times
+  base.f[4 * 33 + 2] = std::nanf("");   // in a selected row
+  dy.f[7] = INFINITY;
+  base.f[10 * 33 + 1] = -0.0f;          // row 10: no id selects it
+  base.f[10 * 33 + 2] = -INFINITY;
+  Node into = node(Op::EmbedGrad, base.shape);
+  Buf got = check(into, {&ids, &dy, &base});
+  // The fast kernel against the fast unfused pair, bit for bit (the
+  // reference, in double, agrees within check()'s tolerance above).
+  Outcome sum = runNode(*fast_, node(Op::EmbedGrad, base.shape), {&ids, &dy}, ctx_);
+  Outcome unfused = runNode(*fast_, node(Op::Binary, base.shape, DType::F32, "add"), {&base, &sum.out}, ctx_);
+  Outcome fused = runNode(*fast_, into, {&ids, &dy, &base}, ctx_);
+  for (size_t k = 0; k < fused.out.f.size(); ++k) {
+    const float want = k / 33 == 10 ? base.f[k] : unfused.out.f[k];
+    ASSERT_EQ(std::isnan(fused.out.f[k]), std::isnan(want)) << "element " << k;
+    if (!std::isnan(want)) ASSERT_EQ(std::bit_cast<uint32_t>(fused.out.f[k]), std::bit_cast<uint32_t>(want)) << k;
+  }
+  EXPECT_TRUE(std::isnan(got.f[4 * 33 + 2]));
+  EXPECT_TRUE(std::signbit(got.f[10 * 33 + 1]) && std::signbit(fused.out.f[10 * 33 + 1]));
+  EXPECT_EQ(fused.out.f[10 * 33 + 2], -INFINITY);
+  // In place: the program computes the base into the output's memory.
+  Buf inplace = base;
+  TensorView ids_v = ids.view(), dy_v = dy.view(), io = inplace.view();
+  KernelStatus st = fast_->run(into, {&ids_v, &dy_v, &io}, io, ctx_);
+  ASSERT_TRUE(st.ok) << st.message;
+  for (size_t k = 0; k < inplace.f.size(); ++k)
+    if (!std::isnan(fused.out.f[k])) ASSERT_EQ(std::bit_cast<uint32_t>(inplace.f[k]), std::bit_cast<uint32_t>(fused.out.f[k])) << k;
+  ids.i[3] = 11;
+  checkFails(into, {&ids, &dy, &base}, "out of range");
 }
 
 TEST_F(BackendTest, AttentionCausalAndNot) {

@@ -41,7 +41,9 @@ std::optional<std::string> runFallible(const Node& n, const std::vector<const Te
     case Op::Attention: return fast::attention(x(0), x(1), x(2), n.flag, out, s);
     case Op::AttentionGrad: return fast::attentionGrad(x(0), x(1), x(2), x(3), n.flag, static_cast<int>(n.index), out, s);
     case Op::Embed: return fast::embed(x(0), x(1), out, n.offset, n.index);
-    case Op::EmbedGrad: return fast::embedGrad(x(0), x(1), out, n.offset, n.index);
+    case Op::EmbedGrad:
+      if (in.size() == 3) return fast::embedGradInto(x(2), x(0), x(1), out, n.offset, n.index, s);
+      return fast::embedGrad(x(0), x(1), out, n.offset, n.index);
     case Op::PickClass: return fast::pickClass(x(0), x(1), n.names.at(0), out, n.offset, n.index, s);
     case Op::PickClassGrad: return fast::pickClassGrad(x(0), n.names.at(0), out, n.offset, n.index, s);
     case Op::CrossEntropy: return fast::crossEntropy(x(0), x(1), n.names.at(0), out, s);

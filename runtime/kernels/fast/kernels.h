@@ -57,6 +57,10 @@ std::string crossEntropyGrad(const TensorView& logits, const TensorView& labels,
 std::string embed(const TensorView& table, const TensorView& ids, TensorView& y, int64_t first = 0, int64_t whole = 0);
 std::string embedGrad(const TensorView& ids, const TensorView& dy, TensorView& dtable, int64_t first = 0,
                       int64_t whole = 0);
+// ref::embedBackwardInto: the gradient added to `base`, in place when base is
+// dtable's memory (the program computes the base into it).
+std::string embedGradInto(const TensorView& base, const TensorView& ids, const TensorView& dy, TensorView& dtable,
+                          int64_t first, int64_t whole, Scratch& s);
 // ref::pickClass, ref::pickClassGrad.
 std::string pickClass(const TensorView& logits, const TensorView& labels, const std::string& classes, TensorView& y,
                       int64_t first, int64_t whole, Scratch& s);

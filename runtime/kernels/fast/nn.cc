@@ -2,9 +2,12 @@
 // and its gradient, embed and its scatter-add gradient. Labels and ids come
 // from user data: a bad one is a message naming its position, never an abort,
 // with the reference's wording.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "runtime/kernels/fast/kernels.h"
 #include "runtime/kernels/fast/rows.h"
@@ -132,6 +135,30 @@ std::string embedGrad(const TensorView& ids, const TensorView& dy, TensorView& d
   for (int64_t k = 0; k < ids.elements; ++k) {
     const int64_t r = ids.i()[k] - first;
     if (r >= 0 && r < held) addRow(dtable.f() + r * row, dy.f() + k * row, row);
+  }
+  return "";
+}
+
+std::string embedGradInto(const TensorView& base, const TensorView& ids, const TensorView& dy, TensorView& dtable,
+                          int64_t first, int64_t whole, Scratch& s) {
+  if (std::string e = checkIds(ids, dtable.shape.dims.at(0), whole); !e.empty()) return e;
+  const int64_t held = dtable.shape.dims[0].size, row = held ? dtable.elements / held : 0;
+  if (base.data != dtable.data) std::memcpy(dtable.f(), base.f(), static_cast<size_t>(dtable.elements) * sizeof(float));
+  // The positions of the ids in the window, grouped by row and in order
+  // within a row: each row's dy rows are summed from zero, then added once.
+  std::vector<std::pair<int64_t, int64_t>> picks;  // (row, position)
+  for (int64_t k = 0; k < ids.elements; ++k) {
+    const int64_t r = ids.i()[k] - first;
+    if (r >= 0 && r < held) picks.emplace_back(r, k);
+  }
+  std::sort(picks.begin(), picks.end());
+  s.a.resize(static_cast<size_t>(row));
+  float* sum = s.a.data();
+  for (size_t i = 0; i < picks.size();) {
+    const int64_t r = picks[i].first;
+    std::memset(sum, 0, static_cast<size_t>(row) * sizeof(float));
+    for (; i < picks.size() && picks[i].first == r; ++i) addRow(sum, dy.f() + picks[i].second * row, row);
+    addRow(dtable.f() + r * row, sum, row);
   }
   return "";
 }

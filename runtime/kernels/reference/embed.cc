@@ -69,4 +69,20 @@ Status embedBackward(const Shape& table_shape, const Tensor& ids, const Tensor& 
   return Status{};
 }
 
+Status embedBackwardInto(const Tensor& base, const Tensor& ids, const Tensor& dy, Tensor* dtable, int64_t first,
+                         int64_t whole) {
+  DTL_REF_CHECK(base.floating(), "embed backward into a non-float base");
+  Tensor sums;
+  if (Status st = embedBackward(base.shape, ids, dy, &sums, first, whole); !st.ok) return st;
+  *dtable = base;
+  const int64_t row = rowSize(base.shape), held = base.shape.dims[0].size;
+  std::vector<bool> selected(static_cast<size_t>(held), false);
+  for (int64_t id : ids.i)
+    if (id - first >= 0 && id - first < held) selected[static_cast<size_t>(id - first)] = true;
+  for (int64_t r = 0; r < held; ++r)
+    if (selected[static_cast<size_t>(r)])
+      for (int64_t c = 0; c < row; ++c) dtable->f[r * row + c] = base.f[r * row + c] + sums.f[r * row + c];
+  return Status{};
+}
+
 }  // namespace dtl::rt::ref

@@ -19,4 +19,12 @@ Status embed(const Tensor& table, const Tensor& ids, Tensor* out, int64_t first 
 Status embedBackward(const Shape& table_shape, const Tensor& ids, const Tensor& dy, Tensor* dtable, int64_t first = 0,
                      int64_t whole = 0);
 
+// The same gradient added to `base` (another gradient of the table, e.g. a
+// tied output projection's): each selected row of dtable is base's row plus
+// the sum of its dy rows (summed from zero first, so the result is the
+// unfused `base + embedBackward(…)` bit for bit); rows no id selects are
+// base's as they are.
+Status embedBackwardInto(const Tensor& base, const Tensor& ids, const Tensor& dy, Tensor* dtable, int64_t first = 0,
+                         int64_t whole = 0);
+
 }  // namespace dtl::rt::ref
