@@ -17,6 +17,7 @@
 
 #include "compiler/codegen/fuse_regions.h"
 #include "compiler/codegen/jit_x86.h"
+#include "compiler/codegen/traffic.h"
 #include "compiler/driver/frontend.h"
 #include "compiler/program/plan_program.h"
 #include "runtime/exec/executor.h"
@@ -188,6 +189,13 @@ void stepFigures(const std::string& samples, const std::string& name, const std:
   if (getenv("JIT_BENCH_PROFILE")) profile(plain, fused, b, regions.get(), threads);
   std::printf("%s: forward+backward, median of %d on %d threads: fast %.2f ms, jit %.2f ms (%.2fx); %d regions, %d kernels\n",
               name.c_str(), runs, threads, f, j, f / j, s.regions, s.kernels);
+  // The bytes behind those times: the same program node by node and as --kernels jit fuses it.
+  codegen::FuseRules rules;
+  rules.transcendentals = program::PlanOptions{}.fuse_transcendentals;
+  const sema::TrainSpec& t = fe.spec().train;
+  const auto momentum = t.optimizer_args.find("momentum");
+  const int states = t.optimizer != "sgd" ? 2 : momentum != t.optimizer_args.end() && momentum->second != 0 ? 1 : 0;
+  std::printf("  %s", codegen::printTraffic(codegen::stepTraffic(plain, codegen::fuseRegions(plain, plain.train, rules), states)).c_str());
 }
 
 }  // namespace
