@@ -131,6 +131,27 @@ TEST(CodegenVmath, SweepWithinBounds) {
   }
 }
 
+// The loop calls the vector variant of the host's width (or, without
+// libmvec, plain libm), and the shim that computes the remainder is there.
+TEST(CodegenVmath, LoopsCallTheHostsVectorVariant) {
+  const std::string vm = hostVectorMath();
+  for (UnaryFn fn : {UnaryFn::Exp, UnaryFn::Log, UnaryFn::Tanh, UnaryFn::Gelu}) {
+    Region r(std::string("vector_") + fnName(fn));
+    r.output("y", r.unary(fn, r.input("x", Shape{{{"rows", 5}, {"i", 1003}}})));
+    const std::string ir = x86Ir(r, /*optimised=*/true);
+    const std::string name = fn == UnaryFn::Gelu ? "erff" : std::string(fnName(fn)) + "f";
+    if (vm.rfind("libmvec ", 0) == 0) {
+      const std::string prefix = vm.substr(8, vm.find(' ', 8) - 8);  // "_ZGVeN16v_"
+      const std::string lanes = prefix.substr(6, prefix.size() - 8);  // "16"
+      EXPECT_NE(ir.find("call <" + lanes + " x float> @" + prefix + name + "("), std::string::npos) << vm << "\n" << ir;
+      EXPECT_NE(ir.find("@dtl_vm_" + name + "("), std::string::npos) << "the remainder's shim\n" << ir;
+    } else {
+      EXPECT_NE(ir.find("@" + name + "("), std::string::npos) << vm << "\n" << ir;
+      EXPECT_EQ(ir.find("_ZGV"), std::string::npos) << vm << "\n" << ir;
+    }
+  }
+}
+
 // A value of fn at x just past its bound (first = just inside it), as a
 // tampered probe value would be.
 std::pair<float, float> justInsideAndPast(UnaryFn fn, float x, double reference) {
