@@ -3,7 +3,7 @@
 // inputs and reduction results through their buffers' strides (a missing
 // name is a broadcast: stride 0). The targets differ only in how points are
 // produced (nested loops on x86, a grid-stride loop per kernel on NVPTX) and
-// in the names of the double-precision math functions.
+// in the names of the f32 math functions.
 #include "compiler/codegen/emit_llvm.h"
 
 #include <cmath>
@@ -53,8 +53,10 @@ class Emitter {
   Value* value(int id, const Coords& c, Memo& memo);
   Value* reduction(int id, const Coords& c);
   Value* unaryOp(UnaryFn fn, Value* x);
-  Value* math(const char* fn, Value* x);  // double fn(double)
-  Value* sigmoid(Value* d);
+  Value* math(const char* fn, Value* x);  // float fn(float)
+  Value* flt(double v);                   // an f32 constant
+  Value* sigmoid(Value* x);
+  Value* silu(Value* x);
   Value* intrinsic(llvm::Intrinsic::ID id, Value* x);
 
   const Region& r_;
@@ -243,9 +245,17 @@ Value* Emitter::intrinsic(llvm::Intrinsic::ID id, Value* x) {
   return b_.CreateCall(f, {x});
 }
 
+// f32 fn(f32) of libm (x86; jit_x86.cc may route it through libmvec's
+// vector variants, vector_math.h) or libdevice (`__nv_expf` …, NVPTX).
 Value* Emitter::math(const char* fn, Value* x) {
   std::string name = target_ == Target::NVPTX ? std::string("__nv_") + fn : std::string(fn);
-  llvm::FunctionCallee callee = m_.getOrInsertFunction(name, llvm::FunctionType::get(f64(), {f64()}, false));
+  llvm::Type* type = f32();
+  if (name == "__nv_tanhf") {  // libdevice's tanhf divides with rcp.approx.ftz: its double tanh keeps denormals
+    name = "__nv_tanh";
+    type = f64();
+    x = b_.CreateFPExt(x, f64());
+  }
+  llvm::FunctionCallee callee = m_.getOrInsertFunction(name, llvm::FunctionType::get(type, {type}, false));
   if (auto* f = llvm::dyn_cast<llvm::Function>(callee.getCallee()); f && f->isDeclaration()) {
     f->setDoesNotAccessMemory();  // errno is of no interest here
     f->setDoesNotThrow();
@@ -253,43 +263,59 @@ Value* Emitter::math(const char* fn, Value* x) {
   }
   auto* call = b_.CreateCall(callee, {x});
   call->setDoesNotAccessMemory();
-  return call;
+  return type == f32() ? static_cast<Value*>(call) : b_.CreateFPTrunc(call, f32());
 }
 
-Value* Emitter::sigmoid(Value* d) { return b_.CreateFDiv(dbl(1.0), b_.CreateFAdd(dbl(1.0), math("exp", b_.CreateFNeg(d)))); }
+Value* Emitter::flt(double v) { return llvm::ConstantFP::get(f32(), v); }
 
-// The reference's formulas (runtime/kernels/reference/elementwise.cc), operation for operation.
+// 1/(1 + e^−x) without overflow: e = exp(−|x|) ≤ 1, then s = 1/(1 + e) for
+// x ≥ 0 and e·s for x < 0, so a very negative x gives e^x (a denormal, as the
+// reference) instead of 1/inf = 0. NaN fails x ≥ 0 and stays NaN through e·s.
+Value* Emitter::sigmoid(Value* x) {
+  Value* e = math("expf", b_.CreateFNeg(intrinsic(llvm::Intrinsic::fabs, x)));
+  Value* s = b_.CreateFDiv(flt(1.0), b_.CreateFAdd(flt(1.0), e));
+  return b_.CreateSelect(b_.CreateFCmpOGE(x, flt(0.0)), s, b_.CreateFMul(e, s));
+}
+
+// x·sigmoid(x) with e^−|x| as h·h, h = e^−|x|/2: for x < 0 the result is
+// ((x·h)·h)·s, so where e^x is a denormal (x < −87) but x·e^x is not, no
+// precision is lost to the denormal (x·(e·s) would lose up to |x|/2 ulps).
+Value* Emitter::silu(Value* x) {
+  Value* h = math("expf", b_.CreateFMul(intrinsic(llvm::Intrinsic::fabs, x), flt(-0.5)));
+  Value* s = b_.CreateFDiv(flt(1.0), b_.CreateFAdd(flt(1.0), b_.CreateFMul(h, h)));
+  Value* negative = b_.CreateFMul(b_.CreateFMul(b_.CreateFMul(x, h), h), s);
+  return b_.CreateSelect(b_.CreateFCmpOGE(x, flt(0.0)), b_.CreateFMul(x, s), negative);
+}
+
+// f32 versions of the reference's formulas (runtime/kernels/reference/
+// elementwise.cc), in the fast backend's order of operations; their measured
+// error against the reference is region_oracle.cc's bound per fn.
 Value* Emitter::unaryOp(UnaryFn fn, Value* x) {
   switch (fn) {
     case UnaryFn::Relu:  // x ≤ 0 ? 0 : x, so NaN stays NaN
-      return b_.CreateSelect(b_.CreateFCmpOLE(x, llvm::ConstantFP::get(f32(), 0.0)), llvm::ConstantFP::get(f32(), 0.0), x);
+      return b_.CreateSelect(b_.CreateFCmpOLE(x, flt(0.0)), flt(0.0), x);
     case UnaryFn::Neg: return b_.CreateFNeg(x);
     case UnaryFn::Abs: return intrinsic(llvm::Intrinsic::fabs, x);
     case UnaryFn::Sqrt: return intrinsic(llvm::Intrinsic::sqrt, x);
-    default: break;
-  }
-  Value* d = b_.CreateFPExt(x, f64());
-  Value* y = nullptr;
-  switch (fn) {
-    case UnaryFn::Rsqrt: y = b_.CreateFDiv(dbl(1.0), intrinsic(llvm::Intrinsic::sqrt, d)); break;
-    case UnaryFn::Exp: y = math("exp", d); break;
-    case UnaryFn::Log: y = math("log", d); break;
-    case UnaryFn::Tanh: y = math("tanh", d); break;
-    case UnaryFn::Sigmoid: y = sigmoid(d); break;
-    case UnaryFn::Silu: y = b_.CreateFMul(d, sigmoid(d)); break;
-    case UnaryFn::Gelu:  // 0.5 · x · (1 + erf(x / √2))
-      y = b_.CreateFMul(b_.CreateFMul(dbl(0.5), d),
-                        b_.CreateFAdd(dbl(1.0), math("erf", b_.CreateFDiv(d, dbl(std::numbers::sqrt2)))));
-      break;
-    case UnaryFn::GeluTanh: {  // 0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x · x · x)))
-      Value* cube = b_.CreateFMul(b_.CreateFMul(b_.CreateFMul(dbl(0.044715), d), d), d);
-      Value* t = math("tanh", b_.CreateFMul(dbl(std::sqrt(2.0 / std::numbers::pi)), b_.CreateFAdd(d, cube)));
-      y = b_.CreateFMul(b_.CreateFMul(dbl(0.5), d), b_.CreateFAdd(dbl(1.0), t));
-      break;
+    case UnaryFn::Rsqrt: {  // no libm call: the double formula vectorises and rounds once
+      Value* d = b_.CreateFPExt(x, f64());
+      return b_.CreateFPTrunc(b_.CreateFDiv(dbl(1.0), intrinsic(llvm::Intrinsic::sqrt, d)), f32());
     }
-    default: break;
+    case UnaryFn::Exp: return math("expf", x);
+    case UnaryFn::Log: return math("logf", x);
+    case UnaryFn::Tanh: return math("tanhf", x);
+    case UnaryFn::Sigmoid: return sigmoid(x);
+    case UnaryFn::Silu: return silu(x);
+    case UnaryFn::Gelu:  // 0.5 · x · (1 + erf(x · 1/√2))
+      return b_.CreateFMul(b_.CreateFMul(flt(0.5), x),
+                           b_.CreateFAdd(flt(1.0), math("erff", b_.CreateFMul(x, flt(1.0 / std::numbers::sqrt2)))));
+    case UnaryFn::GeluTanh: {  // 0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x · x · x)))
+      Value* cube = b_.CreateFMul(b_.CreateFMul(b_.CreateFMul(flt(0.044715), x), x), x);
+      Value* t = math("tanhf", b_.CreateFMul(flt(std::sqrt(2.0 / std::numbers::pi)), b_.CreateFAdd(x, cube)));
+      return b_.CreateFMul(b_.CreateFMul(flt(0.5), x), b_.CreateFAdd(flt(1.0), t));
+    }
   }
-  return b_.CreateFPTrunc(y, f32());
+  return x;
 }
 
 void Emitter::emitX86(const std::string& symbol) {

@@ -5,10 +5,12 @@
 // Arithmetic: f32 as IEEE without fast-math flags (NaN and ±inf as the
 // reference kernels), except that a sum's accumulation may be reassociated
 // (so it vectorises; its error stays within γₙ·Σ|xᵢ|). The transcendental
-// functions (exp log tanh sigmoid silu gelu gelu_tanh, and rsqrt) evaluate
-// the reference kernel's own formula in double and round once to f32, so
-// they stay within one f32 ulp of the reference whatever the libm: glibc's
-// exp/log/tanh/erf on x86, libdevice's __nv_* on NVPTX.
+// functions (exp log tanh sigmoid silu gelu gelu_tanh) are f32 formulas over
+// f32 expf/logf/tanhf/erff calls, as the fast backend computes them: glibc's
+// libm on x86 (or libmvec's vector variants, vector_math.h), libdevice's
+// __nv_*f on NVPTX; tests/support/region_oracle.cc bounds their error
+// against the reference's double formulas. rsqrt stays a double formula
+// rounded once (no call; it vectorises as it is).
 #pragma once
 
 #include <memory>

@@ -11,7 +11,7 @@
 //      region: a comparison is always a region output) and whose result's
 //      shape, as the region IR derives it (broadcast by name, the reduced dim
 //      dropped), is the node's own shape, names in the same order.
-//    With FuseRules::transcendentals false (`--kernels jit` on x86), the
+//    With FuseRules::transcendentals false (not `--kernels jit`'s rule), the
 //    transcendental Unary fns and Softmax/LogSoftmax are not fusable either.
 //    Everything else runs as it does today: contractions, embeddings,
 //    attention, norms, dropout, cross-entropy, the *Grad kinds, collectives,

@@ -29,10 +29,10 @@ struct Fusion {
 
 // Which op classes may be fused: a fixed rule per target, never a timing.
 struct FuseRules {
-  // Unary exp log tanh sigmoid silu gelu gelu_tanh, Softmax and LogSoftmax:
-  // the generator evaluates them with a scalar double libm call per element
-  // (emit_llvm.h), several times slower on x86 than the fast backend's
-  // vectorised kernels, so `--kernels jit` leaves them unfused (false).
+  // Unary exp log tanh sigmoid silu gelu gelu_tanh, Softmax and LogSoftmax.
+  // The generator evaluates them as the fast backend does (f32 formulas over
+  // libmvec's vector functions, emit_llvm.h and vector_math.h), so `--kernels
+  // jit` fuses them; false leaves them to the backend's own kernels.
   bool transcendentals = true;
 };
 

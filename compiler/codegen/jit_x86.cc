@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 #include <optional>
 
 #include "compiler/codegen/emit_llvm.h"
+#include "compiler/codegen/vector_math.h"
 #include "core/hash.h"
 #include "core/xxhash.h"
 #include "llvm/Config/llvm-config.h"
@@ -42,6 +44,13 @@ HostTarget detectHost() {
     for (const auto& f : features) list.push_back((f.second ? "+" : "-") + f.first().str());
   std::sort(list.begin(), list.end());  // StringMap's order is its hash's: sort for a stable key
   for (const std::string& f : list) h.features += (h.features.empty() ? "" : ",") + f;
+  // Testing another x86 level on this host ("-avx512f", "-avx512f,-avx2,-avx"):
+  // LLVM lets a later feature override an earlier one.
+  if (const char* extra = std::getenv("DTL_JIT_FEATURES"); extra && *extra) {
+    h.features += std::string(",") + extra;
+    for (llvm::StringRef f : llvm::split(llvm::StringRef(extra), ','))
+      if (f.size() > 1) features[f.drop_front()] = f.front() == '+';
+  }
   h.avx2 = features.lookup("avx2");
   h.avx512 = features.lookup("avx512f");
   return h;
@@ -52,6 +61,7 @@ struct Engine {
   HostTarget host;
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::unique_ptr<llvm::TargetMachine> tm;
+  VectorMath vmath;   // libmvec's variants for the host's vector width, or none
   std::string error;  // why the engine could not start
   std::mutex mu;      // one compile at a time through `tm`
   uint64_t next_id = 0;
@@ -80,13 +90,14 @@ Engine& engine() {
       return;
     }
     e.tm = std::move(*tm);
+    e.vmath = chooseVectorMath(*e.tm, e.host.cpu, e.host.features, e.host.avx2);
     auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(hostBuilder(e.host)).create();
     if (!jit) {
       e.error = errorText(jit.takeError());
       return;
     }
     e.jit = std::move(*jit);
-    // libm (exp, log, tanh, erf) from the process
+    // libm (expf, logf, tanhf, erff) and libmvec (loaded by chooseVectorMath) from the process
     auto search = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
         e.jit->getDataLayout().getGlobalPrefix());
     if (!search) {
@@ -102,6 +113,7 @@ Engine& engine() {
 std::unique_ptr<llvm::Module> hostModule(Engine& e, const Region& r, const KernelPlan& plan, const std::string& symbol,
                                          llvm::LLVMContext& ctx, bool optimised, std::string* error) {
   std::unique_ptr<llvm::Module> m = emitRegion(r, plan, Target::X86, symbol, ctx);
+  useVectorMath(*m, e.vmath);
   m->setTargetTriple(e.host.triple);
   m->setDataLayout(e.tm->createDataLayout());
   for (llvm::Function& f : *m) {
@@ -148,6 +160,12 @@ HostTarget hostTarget() {
   return e.host;
 }
 
+std::string hostVectorMath() {
+  Engine& e = engine();
+  return e.vmath.lanes ? e.vmath.describe() + " (" + std::to_string(e.vmath.lanes) + " lanes)"
+                       : "scalar libm: " + (e.tm ? e.vmath.why : e.error);
+}
+
 // Each kernel in a JITDylib of its own: its symbol is the region's (the same
 // in every object the cache holds for it), so equal kernels loaded twice do
 // not clash, and removing the dylib frees its code.
@@ -167,7 +185,7 @@ std::string kernelCacheKey(const Region& r) {
   std::string text = printRegion(r);
   text = text.substr(text.find('\n') + 1);  // the name line: equal kernels share an object
   text += "\n" + e.host.triple + "\n" + e.host.cpu + "\n" + e.host.features + "\nLLVM " LLVM_VERSION_STRING "\ngenerator " +
-          std::to_string(kGeneratorVersion) + "\n" + kFlags;
+          std::to_string(kGeneratorVersion) + "\n" + kFlags + "\n" + e.vmath.describe();
   return hex64(xxh64(text.data(), text.size(), 0)) + hex64(xxh64(text.data(), text.size(), 1));
 }
 

@@ -53,7 +53,7 @@ class JitKernel {
 };
 
 // Bumped whenever the generator's output for a region changes: part of the cache key.
-inline constexpr int kGeneratorVersion = 1;
+inline constexpr int kGeneratorVersion = 2;  // 2: f32 transcendentals, libmvec
 
 // nullptr with *error set when the region is malformed or LLVM fails. With
 // a cache, an object stored under the region's key is loaded instead of
@@ -61,8 +61,13 @@ inline constexpr int kGeneratorVersion = 1;
 std::unique_ptr<JitKernel> compileX86(const Region& r, std::string* error, const ObjectCache* cache = nullptr);
 
 // The cache key: a hash of the region's text (its name left out), the host
-// CPU and features, the LLVM version, kGeneratorVersion and the flags.
+// CPU and features, the LLVM version, kGeneratorVersion, the flags and the
+// vector math in use (vector_math.h: which libmvec variants, or libm).
 std::string kernelCacheKey(const Region& r);
+
+// The vector math the kernels call: "libmvec _ZGVeN16v_ (16 lanes)", or
+// "scalar libm: " and why not.
+std::string hostVectorMath();
 
 // The region's LLVM IR for the host, before or after the O3 pipeline (for
 // printing: tools/codegen/print_region.cc).

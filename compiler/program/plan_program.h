@@ -22,8 +22,9 @@ struct PlanOptions {
   // (`--kernels jit`). A member that is not a region output gets no storage.
   bool fuse = false;
   // The fusion pass's rules (FuseRules in compiler/codegen/fuse_regions.h):
-  // `--kernels jit` leaves transcendentals to the fast kernels.
-  bool fuse_transcendentals = false;
+  // `--kernels jit` fuses the transcendentals (vectorised through libmvec,
+  // compiler/codegen/vector_math.h); false leaves them to the fast kernels.
+  bool fuse_transcendentals = true;
 };
 
 prog::Program planProgram(const ir::Graph& g, const layout::Layout& layout, const std::vector<int64_t>& coords,

@@ -1,0 +1,198 @@
+// The generator's transcendentals (f32 formulas over libmvec, vector_math.h)
+// against the reference over many inputs: the special values, random 32-bit
+// patterns (every exponent, NaN payloads, denormals) and uniform values where
+// the functions bend, over/underflow or cancel. Each element must be within
+// the oracle's bound for its fn (region_oracle.h); the largest error seen and
+// where are printed. In ctest 2^18 inputs per fn; for the measurement
+// docs/compiler.md quotes, DTL_VMATH_SAMPLES=N (per fn) or DTL_VMATH_SWEEP=all
+// (every f32 bit pattern, minutes per fn). Also: the oracle catches an error
+// just past each elementwise bound.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "runtime/kernels/reference/elementwise.h"
+#include "tests/unit/codegen_check.h"
+
+namespace dtl::codegen::testing {
+namespace {
+
+namespace ref = dtl::rt::ref;
+
+constexpr int64_t kChunk = int64_t{1} << 20;
+
+// The fns the generator computes through a libm/libmvec call, and rsqrt.
+constexpr UnaryFn kTranscendentals[] = {UnaryFn::Exp,     UnaryFn::Log,  UnaryFn::Tanh,     UnaryFn::Sigmoid,
+                                        UnaryFn::Silu,    UnaryFn::Gelu, UnaryFn::GeluTanh, UnaryFn::Rsqrt};
+
+float bitsToFloat(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, sizeof f);
+  return f;
+}
+
+// Chunk `k` of the samples: the special values first, then in turn random
+// bit patterns, uniform in [−110, 110] (exp's and sigmoid's over/underflow)
+// and uniform in [−12, 12] (where gelu cancels and tanh saturates).
+void fillSamples(int64_t k, std::vector<float>& x) {
+  std::mt19937_64 rng(static_cast<uint64_t>(k) * 7919 + 1);
+  std::uniform_real_distribution<float> wide(-110.0f, 110.0f), narrow(-12.0f, 12.0f);
+  for (size_t i = 0; i < x.size(); ++i) {
+    switch ((static_cast<size_t>(k) + i) % 3) {
+      case 0: x[i] = bitsToFloat(static_cast<uint32_t>(rng())); break;
+      case 1: x[i] = wide(rng); break;
+      default: x[i] = narrow(rng); break;
+    }
+  }
+  if (k == 0) {
+    const float special[] = {NAN,     -NAN,   INFINITY, -INFINITY, 0.0f,   -0.0f,    1e-45f,   -1e-45f, 1e-40f,
+                             FLT_MIN, FLT_MAX, -FLT_MAX, 88.72f,   88.73f, -87.34f,  -103.97f, -104.0f, 1e-20f,
+                             -1e-20f, 9.0f,    -9.0f,    -5.0f,    -13.0f, 7e12f,    -7e12f,   1e30f,   -1e30f};
+    std::copy(std::begin(special), std::end(special), x.begin());
+  }
+}
+
+struct Worst {
+  int64_t failures = 0;
+  int64_t max_ulps = 0;
+  int64_t max_normal_ulps = 0;  // where the reference is a normal f32 (not a denormal)
+  double max_units = 0;
+  float at = 0, jit = 0;
+  double reference = 0;
+};
+
+// Checks y = fn(x) element by element against the reference's double formula.
+void checkChunk(UnaryFn fn, const std::vector<float>& x, const std::vector<float>& y, Worst* w) {
+  std::vector<double> xd(x.begin(), x.end());
+  ref::Tensor r = ref::unary(*ref::parseUnary(fnName(fn)),
+                             ref::Tensor::fromValues(Shape{{{"i", static_cast<int64_t>(x.size())}}}, xd));
+  double units_bound = operandUnitsBound(fn);
+  for (size_t i = 0; i < x.size(); ++i) {
+    bool ok;
+    bool worse = false;
+    if (units_bound > 0) {
+      double units;
+      ok = withinOperandUnits(y[i], r.f[i], x[i], units_bound, &units);
+      if (units > w->max_units) w->max_units = units, worse = true;
+    } else {
+      int64_t ulps;
+      ok = withinUlps(y[i], r.f[i], ulpBound(fn), &ulps);
+      if (ulps > w->max_ulps) w->max_ulps = ulps, worse = true;
+      if (std::fabs(r.f[i]) >= FLT_MIN) w->max_normal_ulps = std::max(w->max_normal_ulps, ulps);
+    }
+    if (worse || (!ok && w->failures == 0)) w->at = x[i], w->jit = y[i], w->reference = r.f[i];
+    w->failures += !ok;
+  }
+}
+
+int64_t samplesPerFn(bool* every_float) {
+  const char* sweep = std::getenv("DTL_VMATH_SWEEP");
+  *every_float = sweep && std::string(sweep) == "all";
+  if (*every_float) return int64_t{1} << 32;
+  const char* n = std::getenv("DTL_VMATH_SAMPLES");
+  return n ? std::max<int64_t>(1, std::atoll(n)) : int64_t{1} << 18;
+}
+
+TEST(CodegenVmath, SweepWithinBounds) {
+  std::printf("vector math: %s\n", hostVectorMath().c_str());
+  bool every_float = false;
+  const int64_t total = samplesPerFn(&every_float);
+  const int64_t chunk = std::min(total, kChunk);
+  for (UnaryFn fn : kTranscendentals) {
+    Region r(std::string("sweep_") + fnName(fn));
+    r.output("y", r.unary(fn, r.input("x", Shape{{{"i", chunk}}})));
+    std::string error;
+    std::unique_ptr<JitKernel> k = compileX86(r, &error);
+    ASSERT_TRUE(k) << error;
+    std::vector<float> x(static_cast<size_t>(chunk)), y(static_cast<size_t>(chunk));
+    Worst w;
+    for (int64_t c = 0; c * chunk < total; ++c) {
+      if (every_float)
+        for (int64_t i = 0; i < chunk; ++i) x[static_cast<size_t>(i)] = bitsToFloat(static_cast<uint32_t>(c * chunk + i));
+      else
+        fillSamples(c, x);
+      k->run({x.data()}, {y.data()});
+      checkChunk(fn, x, y, &w);
+    }
+    if (operandUnitsBound(fn) > 0)
+      std::printf("  %-10s max %.3g units of u|x| (bound %.3g)", fnName(fn), w.max_units, operandUnitsBound(fn));
+    else
+      std::printf("  %-10s max %lld ulps (bound %lld; %lld where the result is normal)", fnName(fn),
+                  static_cast<long long>(w.max_ulps), static_cast<long long>(ulpBound(fn)),
+                  static_cast<long long>(w.max_normal_ulps));
+    std::printf(" at x = %.9g: jit %.9g, reference %.17g; %lld inputs\n", w.at, w.jit, w.reference,
+                static_cast<long long>(((total + chunk - 1) / chunk) * chunk));
+    EXPECT_EQ(w.failures, 0) << fnName(fn) << " past its bound, e.g. at x = " << w.at << ": jit " << w.jit
+                             << ", reference " << w.reference;
+  }
+}
+
+// The loop calls the vector variant of the host's width (or, without
+// libmvec, plain libm), and the shim that computes the remainder is there.
+TEST(CodegenVmath, LoopsCallTheHostsVectorVariant) {
+  const std::string vm = hostVectorMath();
+  for (UnaryFn fn : {UnaryFn::Exp, UnaryFn::Log, UnaryFn::Tanh, UnaryFn::Gelu}) {
+    Region r(std::string("vector_") + fnName(fn));
+    r.output("y", r.unary(fn, r.input("x", Shape{{{"rows", 5}, {"i", 1003}}})));
+    const std::string ir = x86Ir(r, /*optimised=*/true);
+    const std::string name = fn == UnaryFn::Gelu ? "erff" : std::string(fnName(fn)) + "f";
+    if (vm.rfind("libmvec ", 0) == 0) {
+      const std::string prefix = vm.substr(8, vm.find(' ', 8) - 8);  // "_ZGVeN16v_"
+      const std::string lanes = prefix.substr(6, prefix.size() - 8);  // "16"
+      EXPECT_NE(ir.find("call <" + lanes + " x float> @" + prefix + name + "("), std::string::npos) << vm << "\n" << ir;
+      EXPECT_NE(ir.find("@dtl_vm_" + name + "("), std::string::npos) << "the remainder's shim\n" << ir;
+    } else {
+      EXPECT_NE(ir.find("@" + name + "("), std::string::npos) << vm << "\n" << ir;
+      EXPECT_EQ(ir.find("_ZGV"), std::string::npos) << vm << "\n" << ir;
+    }
+  }
+}
+
+// A value of fn at x just past its bound (first = just inside it), as a
+// tampered probe value would be.
+std::pair<float, float> justInsideAndPast(UnaryFn fn, float x, double reference) {
+  float inside = static_cast<float>(reference), past = inside;
+  if (double units_bound = operandUnitsBound(fn); units_bound > 0) {
+    double units = 0;
+    while (withinOperandUnits(past, reference, x, units_bound, &units)) inside = past, past = std::nextafter(past, INFINITY);
+    return {inside, past};
+  }
+  for (int64_t k = 0; k <= ulpBound(fn); ++k) inside = past, past = std::nextafter(past, INFINITY);
+  return {inside, past};
+}
+
+TEST(CodegenCheck, CatchesAnErrorJustPastEachUnaryBound) {
+  const Values x = {0.3f, -1.7f, 2.5f, -4.0f, 0.75f};
+  for (UnaryFn fn : kAllUnaryFns) {
+    Region r(std::string("tamper_") + fnName(fn));
+    r.output("y", r.unary(fn, r.input("x", Shape{{{"i", static_cast<int64_t>(x.size())}}})));
+    std::vector<double> xd(x.begin(), x.end());
+    ref::Tensor want = ref::unary(*ref::parseUnary(fnName(fn)), ref::Tensor::fromValues(Shape{{{"i", 5}}}, xd));
+    for (size_t e = 0; e < x.size(); ++e) {
+      if (fn == UnaryFn::Log || fn == UnaryFn::Sqrt || fn == UnaryFn::Rsqrt) {
+        if (x[e] < 0) continue;  // NaN: exact
+      }
+      auto [inside, past] = justInsideAndPast(fn, x[e], want.f[e]);
+      for (bool over : {false, true}) {
+        OracleOptions o;
+        o.tamper = [&, e, over, inside = inside, past = past](int id, Values& v) {
+          if (id == 1) v[e] = over ? past : inside;
+        };
+        std::string report;
+        compareWithReference(r, {x}, nullptr, &report, o);
+        std::string needle = "%1 (" + std::string(fnName(fn)) + ") element " + std::to_string(e);
+        if (over)
+          EXPECT_NE(report.find(needle), std::string::npos) << fnName(fn) << " at " << x[e] << " set to " << past;
+        else
+          EXPECT_EQ(report.find(needle), std::string::npos) << fnName(fn) << " at " << x[e] << ":\n" << report;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dtl::codegen::testing
