@@ -125,7 +125,7 @@ void bench(const ParamSet& s, int rounds, double gbs1, double gbs2) {
   Model m = makeModel(s);
   Optimizer opt(s.config);
   std::string error;
-  auto gen = dtl::jit::makeJitUpdate(s.config, dtl::codegen::ObjectCache{}, &error);
+  auto gen = dtl::jit::makeJitUpdate(s.config, dtl::jit::UpdateOptions{}, &error);
   if (!gen) {
     std::fprintf(stderr, "update_bench: %s\n", error.c_str());
     std::exit(1);

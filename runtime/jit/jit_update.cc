@@ -23,7 +23,7 @@ using optim_step::Variant;
 
 class JitUpdate : public rt::optim::MultiTensorUpdate {
  public:
-  JitUpdate(codegen::ObjectCache cache, int64_t chunk) : cache_(std::move(cache)), chunk_(chunk) {}
+  explicit JitUpdate(UpdateOptions o) : cache_(std::move(o.cache)), chunk_(o.chunk), parallel_(o.parallel_elements) {}
 
   bool prepare(const Variant& v, std::string* error, UpdateStats* stats) {
     if (kernels_.count(v)) return true;
@@ -69,16 +69,18 @@ class JitUpdate : public rt::optim::MultiTensorUpdate {
       if (table.empty()) continue;
       std::string error;
       if (!prepare(v, &error, nullptr)) return "the generated update `" + v.name() + "`: " + error;
-      launch(*kernels_[v], table, s, threads);
+      launch(*kernels_[v], table, s, threads, parallel_);
     }
     return "";
   }
 
  private:
   static void launch(const codegen::UpdateKernel& k, const std::vector<Chunk>& table, const optim_step::Scalars& s,
-                     int threads) {
+                     int threads, int64_t parallel_elements) {
     const int64_t chunks = static_cast<int64_t>(table.size());
-    const int t = static_cast<int>(std::min<int64_t>(std::max(threads, 1), chunks));
+    int64_t elements = 0;
+    for (const Chunk& c : table) elements += c.n;
+    const int t = elements < parallel_elements ? 1 : static_cast<int>(std::min<int64_t>(std::max(threads, 1), chunks));
     if (t <= 1) {
       k.run(table.data(), 0, chunks, s);
       return;
@@ -88,7 +90,7 @@ class JitUpdate : public rt::optim::MultiTensorUpdate {
   }
 
   codegen::ObjectCache cache_;
-  int64_t chunk_;
+  int64_t chunk_, parallel_;
   std::map<Variant, std::unique_ptr<codegen::UpdateKernel>> kernels_;
   std::map<Variant, std::vector<Chunk>> tables_;  // run()'s, reused: no allocation per step once sized
 };
@@ -102,9 +104,9 @@ std::vector<Variant> updateVariants(const rt::optim::Optimizer& opt) {
 }
 
 std::unique_ptr<rt::optim::MultiTensorUpdate> makeJitUpdate(const rt::optim::OptimizerConfig& c,
-                                                           const codegen::ObjectCache& cache, std::string* error,
-                                                           UpdateStats* stats, int64_t chunk) {
-  if (chunk < 1) {
+                                                           const UpdateOptions& options, std::string* error,
+                                                           UpdateStats* stats) {
+  if (options.chunk < 1) {
     *error = "the update's chunk must hold at least one element";
     return nullptr;
   }
@@ -115,7 +117,7 @@ std::unique_ptr<rt::optim::MultiTensorUpdate> makeJitUpdate(const rt::optim::Opt
     *error = e.what();
     return nullptr;
   }
-  auto r = std::make_unique<JitUpdate>(cache, chunk);
+  auto r = std::make_unique<JitUpdate>(options);
   UpdateStats local;
   UpdateStats& st = stats ? *stats : local;
   auto start = std::chrono::steady_clock::now();

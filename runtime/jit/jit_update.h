@@ -26,16 +26,25 @@ struct UpdateStats {
 // tensors evenly among threads.
 inline constexpr int64_t kUpdateChunk = int64_t{1} << 16;
 
+// A table is spread over the threads only from this many elements on: below
+// it, waking threads costs more than it saves (as JitOptions::parallel_work).
+inline constexpr int64_t kUpdateParallelElements = int64_t{1} << 20;
+
 // The variants `opt` runs (sgd with momentum: its first step and the rest).
 std::vector<optim_step::Variant> updateVariants(const rt::optim::Optimizer& opt);
+
+struct UpdateOptions {
+  codegen::ObjectCache cache;  // no folder: compile every kernel
+  int64_t chunk = kUpdateChunk;
+  int64_t parallel_elements = kUpdateParallelElements;  // tests lower both
+};
 
 // Every variant of `c` compiled (or loaded from the cache) now; a variant
 // another optimiser needs is compiled when first run. nullptr with *error
 // when one cannot be compiled.
 std::unique_ptr<rt::optim::MultiTensorUpdate> makeJitUpdate(const rt::optim::OptimizerConfig& c,
-                                                           const codegen::ObjectCache& cache, std::string* error,
-                                                           UpdateStats* stats = nullptr,
-                                                           int64_t chunk = kUpdateChunk);
+                                                           const UpdateOptions& options, std::string* error,
+                                                           UpdateStats* stats = nullptr);
 
 // "update: 2 kernels (0 compiled, 2 from the cache) in 3 ms"
 std::string describe(const UpdateStats& s);

@@ -205,7 +205,10 @@ TEST_F(JitRun, TheMultiTensorUpdateStepsLikeFastBitwise) {
     auto s = load(k.name, "4", k.text);
     const prog::Program p = program::planProgram(s->fe.graph());
     std::string error;
-    auto multi = jit::makeJitUpdate(k.c, codegen::ObjectCache{}, &error, nullptr, /*chunk=*/64);
+    jit::UpdateOptions o;
+    o.chunk = 64;
+    o.parallel_elements = 0;
+    auto multi = jit::makeJitUpdate(k.c, o, &error);
     ASSERT_TRUE(multi) << error;
     const Stepped fast = trainSteps(*s, p, k.c, nullptr, 1);
     int updates = 0;

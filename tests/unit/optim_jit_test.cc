@@ -123,7 +123,10 @@ void expectSame(const Model& a, const Model& b, const std::string& what) {
 
 std::unique_ptr<rt::optim::MultiTensorUpdate> runner(const OptimizerConfig& c, int64_t chunk = kUpdateChunk) {
   std::string error;
-  auto r = makeJitUpdate(c, codegen::ObjectCache{}, &error, nullptr, chunk);
+  UpdateOptions o;
+  o.chunk = chunk;
+  o.parallel_elements = 0;  // two threads means two threads, however small the step
+  auto r = makeJitUpdate(c, o, &error);
   EXPECT_TRUE(r) << error;
   return r;
 }

@@ -103,7 +103,9 @@ int makeJit(const prog::Program& p, const rt::optim::OptimizerConfig& opt, JitRu
     return 1;
   }
   jit::UpdateStats update_stats;
-  runners.update = jit::makeJitUpdate(opt, options.cache, &error, &update_stats);
+  jit::UpdateOptions update_options;
+  update_options.cache = options.cache;
+  runners.update = jit::makeJitUpdate(opt, update_options, &error, &update_stats);
   if (!runners.update) {
     err += "dtlc run: --kernels jit: the optimiser update: " + error + "\n";
     return 1;
