@@ -9,7 +9,9 @@
 // - wait: the group's results are ready (and put in place: a bucket's
 //   scattered pieces, gathered blocks, …);
 // - update: the optimiser step's schedule, once per optimiser step: each
-//   update in place on its parameter's piece, the gathers of updated pieces.
+//   update in place on its parameter's piece, the gathers of updated pieces;
+//   with a multi-tensor runner (`--kernels jit`) the updates up to the next
+//   collective are collected and run in one call of it.
 // Storage is resolved once per run and value: a slot, the caller's
 // parameter or bound gradient, a block of a bucket or of another value. A
 // group's buffer is its own, or a slot of the running schedule.
