@@ -65,12 +65,15 @@ class JitUpdate : public rt::optim::MultiTensorUpdate {
         table.push_back({t.param + at, t.grad + at, a, b, n});
       }
     }
-    for (auto& [v, table] : tables_) {
-      if (table.empty()) continue;
+    for (auto& [v, table] : tables_) {  // every kernel ready before any runs: all of the step or none
       std::string error;
-      if (!prepare(v, &error, nullptr)) return "the generated update `" + v.name() + "`: " + error;
-      launch(*kernels_[v], table, s, threads, parallel_);
+      if (!table.empty() && !prepare(v, &error, nullptr)) {
+        for (rt::optim::ParamState* c : created) *c = {};
+        return "the generated update `" + v.name() + "`: " + error;
+      }
     }
+    for (auto& [v, table] : tables_)
+      if (!table.empty()) launch(*kernels_[v], table, s, threads, parallel_);
     return "";
   }
 
