@@ -109,11 +109,11 @@ Engine& engine() {
   return e;
 }
 
-// The region's module for the host, verified and (when asked) optimised.
-std::unique_ptr<llvm::Module> hostModule(Engine& e, const Region& r, const KernelPlan& plan, const std::string& symbol,
-                                         llvm::LLVMContext& ctx, bool optimised, std::string* error) {
-  std::unique_ptr<llvm::Module> m = emitRegion(r, plan, Target::X86, symbol, ctx);
-  useVectorMath(*m, e.vmath);
+// The module `emit` builds, tagged for the host, verified and (when asked) optimised.
+std::unique_ptr<llvm::Module> hostModule(Engine& e, const ModuleEmitter& emit, llvm::LLVMContext& ctx, bool optimised,
+                                         std::string* error) {
+  std::unique_ptr<llvm::Module> m = emit(ctx);
+  useVectorMath(*m, e.vmath);  // libmvec's variants for the host, or plain libm
   m->setTargetTriple(e.host.triple);
   m->setDataLayout(e.tm->createDataLayout());
   for (llvm::Function& f : *m) {
@@ -124,7 +124,7 @@ std::unique_ptr<llvm::Module> hostModule(Engine& e, const Region& r, const Kerne
   std::string problems;
   llvm::raw_string_ostream os(problems);
   if (llvm::verifyModule(*m, &os)) {
-    *error = "generated IR for region `" + r.name() + "` is invalid: " + os.str();
+    *error = "generated IR of `" + m->getName().str() + "` is invalid: " + os.str();
     return nullptr;
   }
   if (optimised) optimiseModule(*m, *e.tm);
@@ -136,10 +136,14 @@ constexpr const char* kFlags = "O3 pic no-fast-math reassoc-sum";
 
 std::string symbolFor(const Region& r) { return "dtl_" + hex64(regionHash(r)); }
 
-// The region's object file for the host (machine code of the O3-optimised module).
-bool objectFor(Engine& e, const Region& r, const KernelPlan& plan, std::string* object, std::string* error) {
+ModuleEmitter regionEmitter(const Region& r, const KernelPlan& plan) {
+  return [&r, &plan](llvm::LLVMContext& ctx) { return emitRegion(r, plan, Target::X86, symbolFor(r), ctx); };
+}
+
+// The module's object file for the host (machine code of the O3-optimised module).
+bool objectFor(Engine& e, const ModuleEmitter& emit, std::string* object, std::string* error) {
   llvm::LLVMContext ctx;
-  std::unique_ptr<llvm::Module> m = hostModule(e, r, plan, symbolFor(r), ctx, /*optimised=*/true, error);
+  std::unique_ptr<llvm::Module> m = hostModule(e, emit, ctx, /*optimised=*/true, error);
   if (!m) return false;
   llvm::SmallVector<char, 0> bytes;
   llvm::raw_svector_ostream os(bytes);
@@ -169,24 +173,28 @@ std::string hostVectorMath() {
 // Each kernel in a JITDylib of its own: its symbol is the region's (the same
 // in every object the cache holds for it), so equal kernels loaded twice do
 // not clash, and removing the dylib frees its code.
-struct JitKernel::Resources {
+struct JitObject::Resources {
   llvm::orc::JITDylib* dylib = nullptr;
 };
 
-JitKernel::~JitKernel() {
+JitObject::~JitObject() {
   if (!resources_ || !resources_->dylib) return;
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mu);
   llvm::consumeError(e.jit->getExecutionSession().removeJITDylib(*resources_->dylib));
 }
 
-std::string kernelCacheKey(const Region& r) {
+std::string hostCacheKey(const std::string& what) {
   Engine& e = engine();
-  std::string text = printRegion(r);
-  text = text.substr(text.find('\n') + 1);  // the name line: equal kernels share an object
-  text += "\n" + e.host.triple + "\n" + e.host.cpu + "\n" + e.host.features + "\nLLVM " LLVM_VERSION_STRING "\ngenerator " +
-          std::to_string(kGeneratorVersion) + "\n" + kFlags + "\n" + e.vmath.describe();
+  std::string text = what + "\n" + e.host.triple + "\n" + e.host.cpu + "\n" + e.host.features +
+                     "\nLLVM " LLVM_VERSION_STRING "\ngenerator " + std::to_string(kGeneratorVersion) + "\n" + kFlags + "\n" +
+                     e.vmath.describe();
   return hex64(xxh64(text.data(), text.size(), 0)) + hex64(xxh64(text.data(), text.size(), 1));
+}
+
+std::string kernelCacheKey(const Region& r) {
+  std::string text = printRegion(r);
+  return hostCacheKey(text.substr(text.find('\n') + 1));  // the name line left out: equal kernels share an object
 }
 
 void JitKernel::run(const std::vector<const float*>& inputs, const std::vector<void*>& outputs) {
@@ -202,13 +210,53 @@ void JitKernel::run(const std::vector<const float*>& inputs, const std::vector<v
   fn_(args.data(), 0, plan_.rows);
 }
 
-std::unique_ptr<JitKernel> compileX86(const Region& r, std::string* error, const ObjectCache* cache) {
+std::unique_ptr<JitObject> jitObject(const std::string& key, const std::string& symbol, const ModuleEmitter& emit,
+                                     const ObjectCache* cache, std::string* error) {
   auto start = std::chrono::steady_clock::now();
   Engine& e = engine();
   if (!e.jit) {
     *error = "the x86 JIT could not start: " + e.error;
     return nullptr;
   }
+  std::unique_ptr<JitObject> k(new JitObject);
+  std::optional<std::string> object = cache ? readCachedObject(*cache, key) : std::nullopt;
+  std::lock_guard<std::mutex> lock(e.mu);
+  // A cached object that LLVM refuses (a checksum cannot vouch for the
+  // writer) is compiled again and rewritten.
+  for (int attempt = object ? 0 : 1; attempt < 2; ++attempt) {
+    if (attempt == 1) {
+      object.emplace();
+      if (!objectFor(e, emit, &*object, error)) return nullptr;
+    }
+    auto dylib = e.jit->createJITDylib("dtl_kernel_" + std::to_string(e.next_id++));
+    if (!dylib) {
+      *error = "JIT of `" + symbol + "`: " + errorText(dylib.takeError());
+      return nullptr;
+    }
+    dylib->addToLinkOrder(e.jit->getMainJITDylib());  // libm, through the process's symbols
+    llvm::Error err = e.jit->addObjectFile(*dylib, llvm::MemoryBuffer::getMemBufferCopy(*object, symbol));
+    llvm::Expected<llvm::orc::ExecutorAddr> address =
+        err ? llvm::Expected<llvm::orc::ExecutorAddr>(std::move(err)) : e.jit->lookup(*dylib, symbol);
+    if (!address) {
+      std::string why = errorText(address.takeError());
+      llvm::consumeError(e.jit->getExecutionSession().removeJITDylib(*dylib));
+      if (attempt == 0) continue;
+      *error = "JIT of `" + symbol + "`: " + why;
+      return nullptr;
+    }
+    k->resources_ = std::make_unique<JitObject::Resources>();
+    k->resources_->dylib = &*dylib;
+    k->address_ = address->toPtr<void*>();
+    k->cached_ = attempt == 0;
+    if (attempt == 1 && cache) writeCachedObject(*cache, key, *object);
+    break;
+  }
+  k->ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return k;
+}
+
+std::unique_ptr<JitKernel> compileX86(const Region& r, std::string* error, const ObjectCache* cache) {
+  auto start = std::chrono::steady_clock::now();
   if (std::string problem = r.validate(); !problem.empty()) {
     *error = "region `" + r.name() + "`: " + problem;
     return nullptr;
@@ -217,57 +265,36 @@ std::unique_ptr<JitKernel> compileX86(const Region& r, std::string* error, const
   k->plan_ = planKernel(r);
   for (const PlanBuffer& b : k->plan_.buffers)
     if (b.role == PlanBuffer::Role::Scratch) k->scratch_.emplace_back(std::max<int64_t>(b.elements(), 1));
-
-  const std::string key = cache ? kernelCacheKey(r) : "";
-  std::optional<std::string> object = cache ? readCachedObject(*cache, key) : std::nullopt;
-  std::lock_guard<std::mutex> lock(e.mu);
-  // A cached object that LLVM refuses (a checksum cannot vouch for the
-  // writer) is compiled again and rewritten.
-  for (int attempt = object ? 0 : 1; attempt < 2; ++attempt) {
-    if (attempt == 1) {
-      object.emplace();
-      if (!objectFor(e, r, k->plan_, &*object, error)) return nullptr;
-    }
-    auto dylib = e.jit->createJITDylib("dtl_kernel_" + std::to_string(e.next_id++));
-    if (!dylib) {
-      *error = "JIT of region `" + r.name() + "`: " + errorText(dylib.takeError());
-      return nullptr;
-    }
-    dylib->addToLinkOrder(e.jit->getMainJITDylib());  // libm, through the process's symbols
-    llvm::Error err = e.jit->addObjectFile(*dylib, llvm::MemoryBuffer::getMemBufferCopy(*object, symbolFor(r)));
-    llvm::Expected<llvm::orc::ExecutorAddr> address =
-        err ? llvm::Expected<llvm::orc::ExecutorAddr>(std::move(err)) : e.jit->lookup(*dylib, symbolFor(r));
-    if (!address) {
-      std::string why = errorText(address.takeError());
-      llvm::consumeError(e.jit->getExecutionSession().removeJITDylib(*dylib));
-      if (attempt == 0) continue;
-      *error = "JIT of region `" + r.name() + "`: " + why;
-      return nullptr;
-    }
-    k->resources_ = std::make_unique<JitKernel::Resources>();
-    k->resources_->dylib = &*dylib;
-    k->fn_ = address->toPtr<void (*)(void**, int64_t, int64_t)>();
-    k->cached_ = attempt == 0;
-    if (attempt == 1 && cache) writeCachedObject(*cache, key, *object);
-    break;
+  std::string why;
+  k->code_ = jitObject(cache ? kernelCacheKey(r) : "", symbolFor(r), regionEmitter(r, k->plan_), cache, &why);
+  if (!k->code_) {
+    *error = "region `" + r.name() + "`: " + why;
+    return nullptr;
   }
+  k->fn_ = reinterpret_cast<void (*)(void**, int64_t, int64_t)>(k->code_->address());
+  k->cached_ = k->code_->cached();
   k->compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return k;
 }
 
-std::string x86Ir(const Region& r, bool optimised) {
+std::string hostIr(const ModuleEmitter& emit, bool optimised) {
   Engine& e = engine();
   if (!e.tm) return "; the x86 target could not start: " + e.error + "\n";
-  if (std::string problem = r.validate(); !problem.empty()) return "; region `" + r.name() + "`: " + problem + "\n";
   std::lock_guard<std::mutex> lock(e.mu);
   llvm::LLVMContext ctx;
   std::string error;
-  std::unique_ptr<llvm::Module> m = hostModule(e, r, planKernel(r), symbolFor(r), ctx, optimised, &error);
+  std::unique_ptr<llvm::Module> m = hostModule(e, emit, ctx, optimised, &error);
   if (!m) return "; " + error + "\n";
   std::string text;
   llvm::raw_string_ostream os(text);
   m->print(os, nullptr);
   return os.str();
+}
+
+std::string x86Ir(const Region& r, bool optimised) {
+  if (std::string problem = r.validate(); !problem.empty()) return "; region `" + r.name() + "`: " + problem + "\n";
+  const KernelPlan plan = planKernel(r);
+  return hostIr(regionEmitter(r, plan), optimised);
 }
 
 }  // namespace dtl::codegen

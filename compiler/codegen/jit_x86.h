@@ -6,6 +6,7 @@
 // kept in an object cache (object_cache.h) and loaded by later runs.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,11 @@
 #include "compiler/codegen/kernel_plan.h"
 #include "compiler/codegen/object_cache.h"
 #include "compiler/codegen/region.h"
+
+namespace llvm {
+class LLVMContext;
+class Module;
+}  // namespace llvm
 
 namespace dtl::codegen {
 
@@ -24,9 +30,47 @@ struct HostTarget {
 };
 HostTarget hostTarget();
 
+// One kernel's object file in the process-wide JIT, in a JITDylib of its own
+// (its symbol may be the same in every object of that kernel, so equal
+// kernels loaded twice do not clash); removing the dylib frees its code.
+class JitObject {
+ public:
+  ~JitObject();
+  void* address() const { return address_; }
+  bool cached() const { return cached_; }  // loaded from the object cache, not compiled
+  double ms() const { return ms_; }        // emit + optimise + machine code, or the cache's load
+
+ private:
+  friend std::unique_ptr<JitObject> jitObject(const std::string&, const std::string&,
+                                              const std::function<std::unique_ptr<llvm::Module>(llvm::LLVMContext&)>&,
+                                              const ObjectCache*, std::string*);
+  JitObject() = default;
+  void* address_ = nullptr;
+  bool cached_ = false;
+  double ms_ = 0;
+  struct Resources;
+  std::unique_ptr<Resources> resources_;
+};
+
+// Builds a kernel's module (without triple or attributes: this tags it for
+// the host, verifies it and runs O3 on it).
+using ModuleEmitter = std::function<std::unique_ptr<llvm::Module>(llvm::LLVMContext&)>;
+
+// `symbol` of the module `emit` builds, compiled for the host and loaded;
+// with a cache, the object stored under `key` (hostCacheKey) is loaded
+// instead, and a compiled one stored. nullptr with *error when LLVM fails.
+std::unique_ptr<JitObject> jitObject(const std::string& key, const std::string& symbol, const ModuleEmitter& emit,
+                                     const ObjectCache* cache, std::string* error);
+
+// A cache key: a hash of `text` (what the kernel computes), the host CPU
+// and features, the LLVM version, kGeneratorVersion and the flags.
+std::string hostCacheKey(const std::string& text);
+
+// The module `emit` builds, tagged for the host, before or after O3.
+std::string hostIr(const ModuleEmitter& emit, bool optimised);
+
 class JitKernel {
  public:
-  ~JitKernel();
   // inputs: one f32 buffer per region input, in the region's order; outputs:
   // one per region output (float*, or uint8_t* for a Bool output). Scratch
   // for reductions that are not outputs is allocated here. Buffers must not
@@ -47,8 +91,7 @@ class JitKernel {
   void (*fn_)(void**, int64_t, int64_t) = nullptr;
   bool cached_ = false;
   std::vector<std::vector<float>> scratch_;
-  struct Resources;
-  std::unique_ptr<Resources> resources_;  // the JIT's code for this kernel, freed with it
+  std::unique_ptr<JitObject> code_;  // the JIT's code for this kernel, freed with it
   double compile_ms_ = 0;
 };
 

@@ -152,6 +152,38 @@ bool compilePtx(const Region& r, PtxModule* out, std::string* error, const std::
   return true;
 }
 
+bool modulePtx(const std::function<std::unique_ptr<llvm::Module>(llvm::LLVMContext&)>& emit, std::string* ptx,
+               std::string* error) {
+  Nvptx& n = nvptx();
+  if (!n.tm) {
+    *error = "the NVPTX target could not start: " + n.error;
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(n.mu);
+  llvm::LLVMContext ctx;
+  std::unique_ptr<llvm::Module> m = emit(ctx);
+  m->setTargetTriple(kTriple);
+  m->setDataLayout(n.tm->createDataLayout());
+  m->addModuleFlag(llvm::Module::Override, "nvvm-reflect-ftz", uint32_t{0});
+  std::string problems;
+  llvm::raw_string_ostream os(problems);
+  if (llvm::verifyModule(*m, &os)) {
+    *error = "generated NVPTX IR of `" + m->getName().str() + "` is invalid: " + os.str();
+    return false;
+  }
+  optimiseModule(*m, *n.tm);
+  llvm::SmallString<0> text;
+  llvm::raw_svector_ostream out(text);
+  llvm::legacy::PassManager pm;
+  if (n.tm->addPassesToEmitFile(pm, out, nullptr, llvm::CGFT_AssemblyFile)) {
+    *error = "the NVPTX back end cannot emit PTX";
+    return false;
+  }
+  pm.run(*m);
+  *ptx = text.str().str();
+  return true;
+}
+
 std::string nvptxIr(const Region& r, bool optimised) {
   Nvptx& n = nvptx();
   if (!n.tm) return "; the NVPTX target could not start: " + n.error + "\n";

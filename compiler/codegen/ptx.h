@@ -6,11 +6,18 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "compiler/codegen/kernel_plan.h"
 #include "compiler/codegen/region.h"
+
+namespace llvm {
+class LLVMContext;
+class Module;
+}  // namespace llvm
 
 namespace dtl::codegen {
 
@@ -32,6 +39,11 @@ std::string findLibdevice();
 // false with *error set when the region is malformed, it needs libdevice and
 // none is found (`libdevice` overrides the search), or LLVM fails.
 bool compilePtx(const Region& r, PtxModule* out, std::string* error, const std::string& libdevice = "");
+
+// The module `emit` builds (it calls no libdevice function: the update
+// kernels, emit_update.h) as PTX: tagged for sm_90, verified, O3.
+bool modulePtx(const std::function<std::unique_ptr<llvm::Module>(llvm::LLVMContext&)>& emit, std::string* ptx,
+               std::string* error);
 
 // The region's NVPTX IR, before or after linking libdevice and optimising.
 std::string nvptxIr(const Region& r, bool optimised);

@@ -9,7 +9,9 @@
 // - wait: the group's results are ready (and put in place: a bucket's
 //   scattered pieces, gathered blocks, …);
 // - update: the optimiser step's schedule, once per optimiser step: each
-//   update in place on its parameter's piece, the gathers of updated pieces.
+//   update in place on its parameter's piece, the gathers of updated pieces;
+//   with a multi-tensor runner (`--kernels jit`) the updates up to the next
+//   collective are collected and run in one call of it.
 // Storage is resolved once per run and value: a slot, the caller's
 // parameter or bound gradient, a block of a bucket or of another value. A
 // group's buffer is its own, or a slot of the running schedule.
@@ -212,17 +214,30 @@ KernelStatus Executor::localSlice(const ir::Node& n, const TensorView& in, Tenso
 // The update schedule: each Update in place on its parameter's piece (the
 // parameter itself, or with ZeRO this rank's flat piece of it), and the
 // gathers of updated pieces it starts and waits for.
-KernelStatus Executor::update(const optim::Optimizer& opt, int64_t step, double lr) {
+KernelStatus Executor::update(const optim::Optimizer& opt, int64_t step, double lr, int threads) {
   const prog::Schedule& s = program_.update;
   running_ = &s;
   placed_.assign(program_.nodes.size(), nullptr);
+  pending_.clear();
   RunContext ctx;
+  ctx.threads = threads;
   KernelStatus status;
   for (const prog::Instr& in : s.instrs) {
+    // A collective may read an updated piece (ZeRO's gathers): the updates before it are done first.
+    if (in.kind != prog::Instr::Run) status = flushUpdates(opt, step, lr, threads);
+    if (!status.ok) break;
     if (in.kind == prog::Instr::Run) {
       const ir::Node& n = program_[in.id];
       status = runNode(s, in.id, ctx);
-      if (status.ok && n.op == ir::Op::Update) status = runUpdate(n, opt, step, lr);
+      if (status.ok && n.op == ir::Op::Update) {
+        if (multi_update_) {
+          optim::TensorStep t;
+          status = tensorStep(n, t);
+          if (status.ok && t.n > 0) pending_.push_back(std::move(t));
+        } else {
+          status = runUpdate(n, opt, step, lr);
+        }
+      }
     } else if (in.kind == prog::Instr::Start) {
       status = start(s, in.id, -1, 0, ctx);
       started_at_[static_cast<size_t>(in.id)] = ++starts_;
@@ -231,6 +246,7 @@ KernelStatus Executor::update(const optim::Optimizer& opt, int64_t step, double 
     }
     if (!status.ok) break;
   }
+  if (status.ok) status = flushUpdates(opt, step, lr, threads);
   for (std::unique_ptr<comm::Work>& w : work_)
     if (w) {
       w->wait();
@@ -239,15 +255,34 @@ KernelStatus Executor::update(const optim::Optimizer& opt, int64_t step, double 
   return status;
 }
 
-KernelStatus Executor::runUpdate(const ir::Node& n, const optim::Optimizer& opt, int64_t step, double lr) {
-  if (n.shape.elements().value_or(0) == 0) return {};  // a ZeRO piece of fewer elements than ranks: nothing here
-  float* param = views_[static_cast<size_t>(n.id)].f();
+// What an Update node updates: its parameter's piece, gradient and state.
+KernelStatus Executor::tensorStep(const ir::Node& n, optim::TensorStep& t) {
+  t.name = n.name;
+  t.n = n.shape.elements().value_or(0);
+  if (t.n == 0) return {};  // a ZeRO piece of fewer elements than ranks: nothing here
+  t.param = views_[static_cast<size_t>(n.id)].f();
   auto g = step_grads_.find(n.name);
   auto st = states_.find(n.name);
-  if (!param || g == step_grads_.end() || st == states_.end() || !g->second)
+  if (!t.param || g == step_grads_.end() || st == states_.end() || !g->second)
     return {false, "update of `" + n.name + "`: its parameter, gradient or optimiser state is not bound"};
+  t.grad = g->second;
+  t.state = st->second;
+  return {};
+}
+
+KernelStatus Executor::flushUpdates(const optim::Optimizer& opt, int64_t step, double lr, int threads) {
+  if (pending_.empty()) return {};
+  std::string why = multi_update_->run(opt, pending_, step, lr, threads);
+  pending_.clear();
+  if (!why.empty()) return {false, why};
+  return {};
+}
+
+KernelStatus Executor::runUpdate(const ir::Node& n, const optim::Optimizer& opt, int64_t step, double lr) {
+  optim::TensorStep t;
+  if (KernelStatus s = tensorStep(n, t); !s.ok || t.n == 0) return s;
   try {
-    opt.update(param, g->second, n.shape.elements().value_or(0), *st->second, step, lr);
+    opt.update(t.param, t.grad, t.n, *t.state, step, lr);
   } catch (const std::invalid_argument& e) {
     return {false, "update of `" + n.name + "`: " + e.what()};
   }

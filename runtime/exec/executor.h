@@ -16,6 +16,7 @@
 #include "core/program.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/exec/backend.h"
+#include "runtime/optim/multi_tensor.h"
 #include "runtime/optim/optimizer.h"
 
 namespace dtl::rt {
@@ -61,7 +62,12 @@ class Executor {
   // here. `step` counts from 1; `lr` is this step's scheduled rate.
   void bindStepGrad(const std::string& path, float* grad) { step_grads_[path] = grad; }
   void bindState(const std::string& path, optim::ParamState* state) { states_[path] = state; }
-  KernelStatus update(const optim::Optimizer& opt, int64_t step, double lr);
+  // With a multi-tensor runner (setMultiTensorUpdate: `--kernels jit`),
+  // the updates between two of the schedule's collectives run as one call
+  // of it on up to `threads` threads; without one, one Optimizer::update per
+  // node on the caller's thread (`fast`).
+  KernelStatus update(const optim::Optimizer& opt, int64_t step, double lr, int threads = 1);
+  void setMultiTensorUpdate(optim::MultiTensorUpdate* m) { multi_update_ = m; }
 
   float value(int node) const;  // a scalar the run kept (loss, metrics)
   // A whole value the last run kept (one of the program's `outputs`), in its
@@ -93,6 +99,8 @@ class Executor {
   KernelStatus startScatterBucket(const prog::Schedule& s, int group, const RunContext& ctx, comm::Communicator* comm);
   void unpackScattered(int group);
   KernelStatus runUpdate(const ir::Node& n, const optim::Optimizer& opt, int64_t step, double lr);
+  KernelStatus tensorStep(const ir::Node& n, optim::TensorStep& t);
+  KernelStatus flushUpdates(const optim::Optimizer& opt, int64_t step, double lr, int threads);
   KernelStatus wait(int group);
   std::string describeCollective(int group) const;
   void placeGathered(int group);
@@ -106,6 +114,8 @@ class Executor {
   const prog::Program& program_;
   Backend& backend_;
   RegionRunner* regions_;
+  optim::MultiTensorUpdate* multi_update_ = nullptr;
+  std::vector<optim::TensorStep> pending_;  // updates waiting for one multi-tensor call
   std::vector<TensorView> views_;  // per node, this run
   struct Slot {
     std::unique_ptr<uint32_t[]> words;  // f32 and i32 are both one 4-byte word

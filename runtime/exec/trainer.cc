@@ -103,6 +103,7 @@ class Trainer {
     const prog::Program& g = *c_.program;
     backend_ = c_.reference_kernels ? makeReferenceBackend() : makeFastBackend();
     exec_ = std::make_unique<Executor>(g, *backend_, c_.regions);
+    exec_->setMultiTensorUpdate(c_.multi_update);
     for (const auto& [axis, c] : c_.comms) exec_->setCommunicator(axis, c);
     lead_ = writesLogs(c_.global_rank);
     gathers_pieces_ = exec_->gathersPieces();
@@ -458,7 +459,7 @@ class Trainer {
       exec_->bindStepGrad(p.spec->path, p.step_grad);
       exec_->bindState(p.spec->path, &p.state);
     }
-    KernelStatus s = exec_->update(opt, step, lr);
+    KernelStatus s = exec_->update(opt, step, lr, c_.threads);
     if (!s.ok) err_ += "step " + std::to_string(step) + ": " + s.message + "\n";
     return s.ok;
   }

@@ -17,6 +17,7 @@
 #include "runtime/data/loader.h"
 #include "runtime/exec/backend.h"
 #include "runtime/exec/fault_hook.h"
+#include "runtime/optim/multi_tensor.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/optim/schedule.h"
 
@@ -65,6 +66,7 @@ struct TrainConfig {
   std::string memory_report;  // global rank 0 writes what it holds there after step 1
   bool reference_kernels = false;
   RegionRunner* regions = nullptr;  // runs the program's fused regions (Program::fused: `--kernels jit`)
+  optim::MultiTensorUpdate* multi_update = nullptr;  // the optimiser step in multi-tensor calls (`--kernels jit`)
   int threads = 1;
   // Data parallelism: which slice of each global batch this rank reads
   // (rank of world equal slices, from its program's local shapes), and a

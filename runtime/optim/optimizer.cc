@@ -134,30 +134,86 @@ Optimizer::Optimizer(OptimizerConfig c) : config_(std::move(c)) {
 
 void Optimizer::update(float* param, const float* grad, int64_t n, ParamState& state, int64_t step,
                        double lr) const {
+  if (n < 0) fail("negative tensor size");
+  const optim_step::Scalars s = scalars(step, lr);  // first: a bad step leaves the state as it was
+  const bool first = prepareState(state, n);
+  runLoop(variant(first), s, {param, grad, state.a.data(), state.b.data(), n});
+}
+
+bool Optimizer::prepareState(ParamState& state, int64_t n) const {
   const OptimizerConfig& k = config_;
   if (n < 0) fail("negative tensor size");
-  const bool fma_build = detail::useFmaBuild();
-
   if (k.name == "sgd") {
-    const bool momentum = k.momentum != 0;
-    bool first = false;
-    if (momentum) {
-      if (state.a.empty()) {  // PyTorch: momentum_buffer is None
-        state.a.resize(static_cast<size_t>(n));
-        first = true;
-      } else if (static_cast<int64_t>(state.a.size()) != n) {
-        fail("momentum_buffer has " + std::to_string(state.a.size()) + " elements, tensor has " +
-             std::to_string(n));
-      }
+    if (k.momentum == 0) return false;
+    if (state.a.empty()) {  // PyTorch: momentum_buffer is None
+      state.a.resize(static_cast<size_t>(n));
+      return true;
     }
-    SgdArgs s{param,
-              grad,
-              state.a.data(),
-              n,
-              static_cast<float>(k.weight_decay),
-              static_cast<float>(k.momentum),
-              static_cast<float>(1 - k.dampening),
-              static_cast<float>(-lr)};
+    if (static_cast<int64_t>(state.a.size()) != n)
+      fail("momentum_buffer has " + std::to_string(state.a.size()) + " elements, tensor has " + std::to_string(n));
+    return false;
+  }
+  if (state.a.empty() && state.b.empty()) {
+    state.a.assign(static_cast<size_t>(n), 0.0f);  // exp_avg = zeros_like(p)
+    state.b.assign(static_cast<size_t>(n), 0.0f);  // exp_avg_sq = zeros_like(p)
+  } else if (static_cast<int64_t>(state.a.size()) != n || static_cast<int64_t>(state.b.size()) != n) {
+    fail("adam state has " + std::to_string(state.a.size()) + "/" + std::to_string(state.b.size()) +
+         " elements, tensor has " + std::to_string(n));
+  }
+  return false;
+}
+
+optim_step::Variant Optimizer::variant(bool first) const {
+  const OptimizerConfig& k = config_;
+  optim_step::Variant v;
+  if (k.name == "sgd") {
+    v.weight_decay = k.weight_decay != 0;
+    v.momentum = k.momentum != 0;
+    v.first = v.momentum && first;
+    v.nesterov = v.momentum && k.nesterov;
+    return v;
+  }
+  v.rule = optim_step::Variant::Rule::Adam;
+  v.decoupled = k.name == "adamw";
+  v.l2 = !v.decoupled && k.weight_decay != 0;
+  return v;
+}
+
+optim_step::Scalars Optimizer::scalars(int64_t step, double lr) const {
+  const OptimizerConfig& k = config_;
+  optim_step::Scalars s;
+  if (k.name == "sgd") {
+    s.v[optim_step::kSgdWeightDecay] = static_cast<float>(k.weight_decay);
+    s.v[optim_step::kSgdMomentum] = static_cast<float>(k.momentum);
+    s.v[optim_step::kSgdOneMinusDampening] = static_cast<float>(1 - k.dampening);
+    s.v[optim_step::kSgdNegLr] = static_cast<float>(-lr);
+    return s;
+  }
+  if (step < 1) fail("step counts from 1, got " + std::to_string(step));
+  // Python floats, as PyTorch computes them (step is a float there: step_t.item()).
+  const double s_d = static_cast<double>(step);
+  const double bias_correction1 = 1 - std::pow(k.beta1, s_d);
+  const double bias_correction2 = 1 - std::pow(k.beta2, s_d);
+  const double step_size = lr / bias_correction1;
+  const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+  s.v[optim_step::kAdamWeightDecay] = static_cast<float>(k.weight_decay);
+  s.v[optim_step::kAdamDecay] = static_cast<float>(1 - lr * k.weight_decay);
+  s.v[optim_step::kAdamBeta1] = static_cast<float>(k.beta1);
+  s.v[optim_step::kAdamOneMinusBeta1] = static_cast<float>(1 - k.beta1);
+  s.v[optim_step::kAdamBeta2] = static_cast<float>(k.beta2);
+  s.v[optim_step::kAdamOneMinusBeta2] = static_cast<float>(1 - k.beta2);
+  s.v[optim_step::kAdamBiasCorrection2Sqrt] = static_cast<float>(bias_correction2_sqrt);
+  s.v[optim_step::kAdamEps] = static_cast<float>(k.eps);
+  s.v[optim_step::kAdamNegStepSize] = static_cast<float>(-step_size);
+  return s;
+}
+
+void Optimizer::runLoop(const optim_step::Variant& v, const optim_step::Scalars& sc, const optim_step::Chunk& c) {
+  const bool fma_build = detail::useFmaBuild();
+  const float* x = sc.v;
+  if (v.rule == optim_step::Variant::Rule::Sgd) {
+    SgdArgs s{c.param, c.grad, c.a, c.n, x[optim_step::kSgdWeightDecay], x[optim_step::kSgdMomentum],
+              x[optim_step::kSgdOneMinusDampening], x[optim_step::kSgdNegLr]};
     withBools(
         [&]<bool W, bool M, bool F, bool N>() {
           if (fma_build) {
@@ -166,40 +222,23 @@ void Optimizer::update(float* param, const float* grad, int64_t n, ParamState& s
             sgdBaseline<W, M, F, N>(s);
           }
         },
-        k.weight_decay != 0, momentum, first, momentum && k.nesterov);
+        v.weight_decay, v.momentum, v.first, v.nesterov);
     return;
   }
-
-  // adam, adamw
-  if (step < 1) fail("step counts from 1, got " + std::to_string(step));
-  if (state.a.empty() && state.b.empty()) {
-    state.a.assign(static_cast<size_t>(n), 0.0f);  // exp_avg = zeros_like(p)
-    state.b.assign(static_cast<size_t>(n), 0.0f);  // exp_avg_sq = zeros_like(p)
-  } else if (static_cast<int64_t>(state.a.size()) != n || static_cast<int64_t>(state.b.size()) != n) {
-    fail("adam state has " + std::to_string(state.a.size()) + "/" + std::to_string(state.b.size()) +
-         " elements, tensor has " + std::to_string(n));
-  }
-  const bool decoupled = k.name == "adamw";
-  // Python floats, as PyTorch computes them (step is a float there: step_t.item()).
-  const double s_d = static_cast<double>(step);
-  const double bias_correction1 = 1 - std::pow(k.beta1, s_d);
-  const double bias_correction2 = 1 - std::pow(k.beta2, s_d);
-  const double step_size = lr / bias_correction1;
-  const double bias_correction2_sqrt = std::sqrt(bias_correction2);
-  AdamArgs s{param,
-             grad,
-             state.a.data(),
-             state.b.data(),
-             n,
-             static_cast<float>(k.weight_decay),
-             static_cast<float>(1 - lr * k.weight_decay),
-             static_cast<float>(k.beta1),
-             static_cast<float>(1 - k.beta1),
-             static_cast<float>(k.beta2),
-             static_cast<float>(1 - k.beta2),
-             static_cast<float>(bias_correction2_sqrt),
-             static_cast<float>(k.eps),
-             static_cast<float>(-step_size)};
+  AdamArgs s{c.param,
+             c.grad,
+             c.a,
+             c.b,
+             c.n,
+             x[optim_step::kAdamWeightDecay],
+             x[optim_step::kAdamDecay],
+             x[optim_step::kAdamBeta1],
+             x[optim_step::kAdamOneMinusBeta1],
+             x[optim_step::kAdamBeta2],
+             x[optim_step::kAdamOneMinusBeta2],
+             x[optim_step::kAdamBiasCorrection2Sqrt],
+             x[optim_step::kAdamEps],
+             x[optim_step::kAdamNegStepSize]};
   withBools(
       [&]<bool L2, bool D>() {
         if (fma_build) {
@@ -208,7 +247,7 @@ void Optimizer::update(float* param, const float* grad, int64_t n, ParamState& s
           adamBaseline<L2, D>(s);
         }
       },
-      !decoupled && k.weight_decay != 0, decoupled);
+      v.l2, v.decoupled);
 }
 
 }  // namespace dtl::rt::optim

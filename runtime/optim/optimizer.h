@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/optim_step.h"
+
 namespace dtl::rt::optim {
 
 // Hyperparameters; the defaults are PyTorch's (AdamW's weight_decay default of
@@ -51,6 +53,20 @@ class Optimizer {
   // as zeros); non-empty state of the wrong size throws std::invalid_argument.
   void update(float* param, const float* grad, int64_t n, ParamState& state, int64_t step,
               double lr) const;
+
+  // update() in its three parts, for runners that update many tensors in one
+  // launch (runtime/jit: the generated multi-tensor kernel), so they create
+  // state, pick the loop and compute the scalars exactly as update() does.
+  // The state of an n-element tensor, created on first use; true when it was
+  // just created and the step is sgd momentum's first (Variant::first).
+  // Throws std::invalid_argument as update() does.
+  bool prepareState(ParamState& state, int64_t n) const;
+  optim_step::Variant variant(bool first) const;
+  // This step's f32 scalars (Python floats rounded once); throws for an
+  // adam/adamw step < 1.
+  optim_step::Scalars scalars(int64_t step, double lr) const;
+  // The hand-written loop of `v` over one chunk (what update() runs).
+  static void runLoop(const optim_step::Variant& v, const optim_step::Scalars& s, const optim_step::Chunk& c);
 
  private:
   OptimizerConfig config_;

@@ -2,7 +2,7 @@
 # --kernels jit end to end, with the object cache in a folder of the test's
 # own (XDG_CACHE_HOME): the fused regions' kernels must not change what the
 # layouts guarantee — data parallelism (dp = 2) and tensor parallelism
-# (tp = 2 on a GPT) reproduce the one-process jit run within 1e-5 — and a
+# (tp = 2 on a GPT), ZeRO 1 and 3 — reproduce the one-process jit run within 1e-5 — and a
 # jit run stays within 1e-4 of the fast kernels' losses. The first run
 # compiles every kernel and a second identical one loads them all from the
 # cache and writes the same losses bit for bit.
@@ -37,6 +37,9 @@ SPEC
 head -1 one.out again.out
 grep -q '^jit: .* kernels ([1-9][0-9]* compiled, 0 from the cache' one.out || { echo "the first run compiled nothing"; status=1; }
 grep -q '^jit: .* kernels (0 compiled, [1-9][0-9]* from the cache' again.out || { echo "the second run did not load from the cache"; status=1; }
+# sgd with momentum: two update kernels (its first step and the rest), compiled once, then cached
+grep -q '; update: 2 kernels (2 compiled, 0 from the cache)' one.out || { echo "the first run did not compile the update"; status=1; }
+grep -q '; update: 2 kernels (0 compiled, 2 from the cache)' again.out || { echo "the second run did not load the update"; status=1; }
 cmp -s <(grep -o '"loss": [^,}]*' one.jsonl) <(grep -o '"loss": [^,}]*' again.jsonl) ||
   { echo "cached kernels gave other losses"; status=1; }
 ls cache/dtl/*.o >/dev/null || { echo "no object in \$XDG_CACHE_HOME/dtl"; status=1; }
@@ -58,4 +61,8 @@ train {
 SPEC
 "$dtlc" run g.dtl --kernels jit --no-checkpoints --out gone --metrics gone.jsonl >/dev/null
 base=gone layout tp2 g.dtl 2 "mesh tp = 2; split heads over tp; split hidden over tp" --kernels jit
+# ZeRO: each rank's generated update runs on its own pieces (level 1 gathers
+# them after each update; level 3 keeps them), as the one-process jit run.
+base=gone layout z1_jit g.dtl 2 "mesh dp = 2; split batch over dp; zero = 1" --set train.batch=4 --kernels jit
+base=gone layout z3_jit g.dtl 2 "mesh dp = 2; split batch over dp; zero = 3" --set train.batch=4 --kernels jit
 exit $status

@@ -230,8 +230,14 @@ TEST(FuseRegions, EmitLlvmAndPtx) {
   ASSERT_EQ(cli::runCli({"check", spec, "--emit=llvm", "--world", "1"}, out, err), 0) << err;
   EXPECT_NE(out.find("unoptimised"), std::string::npos);
   EXPECT_NE(out.find("define void @dtl_"), std::string::npos) << out.substr(0, 2000);
+  // the sample's sgd with momentum: its two multi-tensor update kernels after the regions
+  EXPECT_NE(out.find("define void @dtl_update_sgd_momentum("), std::string::npos);
+  EXPECT_NE(out.find("define void @dtl_update_sgd_momentum_first("), std::string::npos);
+  out.clear();
   ASSERT_EQ(cli::runCli({"check", spec, "--emit=ptx", "--world", "1"}, out, err), 0) << err;
   EXPECT_NE(out.find(".target sm_90"), std::string::npos) << out.substr(0, 2000);
+  EXPECT_NE(out.find(".entry dtl_update_sgd_momentum("), std::string::npos);
+  EXPECT_NE(out.find(".entry dtl_update_sgd_momentum_first("), std::string::npos);
 }
 
 // Every region of every sample's one-rank program (equal kernels once):

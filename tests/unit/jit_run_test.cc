@@ -21,6 +21,7 @@
 #include "core/xxhash.h"
 #include "runtime/exec/executor.h"
 #include "runtime/jit/jit_regions.h"
+#include "runtime/jit/jit_update.h"
 #include "tests/unit/backend_test_util.h"
 #include "tests/unit/scratch_dir.h"
 
@@ -141,6 +142,95 @@ bool bitwise(const Result& a, const Result& b) {
 }
 
 class JitRun : public dtl::testing::ScratchDirTest {};
+
+// Counts what the executor hands the multi-tensor runner.
+struct CountingUpdate : optim::MultiTensorUpdate {
+  optim::MultiTensorUpdate* inner = nullptr;
+  int calls = 0, tensors = 0;
+  std::string run(const optim::Optimizer& opt, const std::vector<optim::TensorStep>& t, int64_t step, double lr,
+                  int threads) override {
+    ++calls;
+    tensors += static_cast<int>(t.size());
+    return inner->run(opt, t, step, lr, threads);
+  }
+};
+
+// Three training steps of the sample's program, the update schedule run by
+// `multi` (the generated multi-tensor kernel on `threads`) or, without it,
+// by Optimizer::update tensor by tensor: the parameters and states reached.
+struct Stepped {
+  std::map<std::string, Buf> params;
+  std::map<std::string, optim::ParamState> states;
+};
+Stepped trainSteps(const Sample& s, const prog::Program& p, const optim::OptimizerConfig& c,
+                   optim::MultiTensorUpdate* multi, int threads) {
+  Stepped out{s.params, {}};
+  std::unique_ptr<Backend> fast = makeFastBackend();
+  Executor ex(p, *fast);
+  ex.setMultiTensorUpdate(multi);
+  for (auto& [path, b] : out.params) ex.bindParam(path, b.f.data());
+  for (const auto& [name, b] : s.inputs)
+    ex.setInput(name, isFloat(b.dtype) ? static_cast<const void*>(b.f.data()) : static_cast<const void*>(b.i.data()), b.size());
+  const optim::Optimizer opt(c);
+  for (int64_t step = 1; step <= 3; ++step) {
+    RunContext ctx;
+    ctx.seed = 9;
+    KernelStatus st = ex.run(true, ctx);
+    EXPECT_TRUE(st.ok) << st.message;
+    for (auto& [path, b] : out.params) {
+      ex.bindStepGrad(path, ex.grad(path));
+      ex.bindState(path, &out.states[path]);
+    }
+    st = ex.update(opt, step, c.lr * static_cast<double>(4 - step), threads);
+    EXPECT_TRUE(st.ok) << st.message;
+  }
+  return out;
+}
+
+// The executor's update schedule through the generated multi-tensor kernel
+// (--kernels jit) moves every parameter and state exactly as fast's
+// tensor-by-tensor update does, on 1 and 2 threads.
+TEST_F(JitRun, TheMultiTensorUpdateStepsLikeFastBitwise) {
+  std::string tiny_adamw = kTinyGpt;
+  tiny_adamw.replace(tiny_adamw.find("sgd(lr = 0.1)"), 13, "adamw(lr = 0.01, weight_decay = 0.1)");
+  struct Case {
+    const char* name;
+    const char* text;
+    optim::OptimizerConfig c;
+  } cases[] = {{"synthetic_mlp.dtl", nullptr, {"sgd", 0.05, 0.9, 0, 0.01}},
+               {"tiny_gpt", tiny_adamw.c_str(), {"adamw", 0.01, 0, 0, 0.1}},
+               {"tiny_gpt", tiny_adamw.c_str(), {"sgd", 0.05, 0.9, 0, 0, 0.9, 0.999, 1e-8, true}}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(std::string(k.name) + " " + k.c.name);
+    auto s = load(k.name, "4", k.text);
+    const prog::Program p = program::planProgram(s->fe.graph());
+    std::string error;
+    jit::UpdateOptions o;
+    o.chunk = 64;
+    o.parallel_elements = 0;
+    auto multi = jit::makeJitUpdate(k.c, o, &error);
+    ASSERT_TRUE(multi) << error;
+    const Stepped fast = trainSteps(*s, p, k.c, nullptr, 1);
+    int updates = 0;
+    for (const ir::Node& n : p.nodes) updates += n.op == ir::Op::Update;
+    for (int threads : {1, 2}) {
+      CountingUpdate counting;
+      counting.inner = multi.get();
+      const Stepped gen = trainSteps(*s, p, k.c, &counting, threads);
+      EXPECT_EQ(counting.calls, 3) << "one multi-tensor call per step";
+      EXPECT_EQ(counting.tensors, 3 * updates);
+      for (const auto& [path, b] : fast.params) {
+        EXPECT_EQ(b.f, gen.params.at(path).f) << path << " on " << threads << " threads";
+        EXPECT_EQ(fast.states.at(path).a, gen.states.at(path).a) << path;
+        EXPECT_EQ(fast.states.at(path).b, gen.states.at(path).b) << path;
+      }
+      int64_t moved = 0;
+      for (const auto& [path, b] : gen.params)
+        for (size_t i = 0; i < b.f.size(); ++i) moved += b.f[i] != s->params.at(path).f[i];
+      EXPECT_GT(moved, 0) << "the update did not move the parameters";
+    }
+  }
+}
 
 // jit against the reference within fast's tolerance; or, where the
 // reference kernels are too slow for a unit test, against fast within twice

@@ -129,7 +129,7 @@ int emitLayout(const driver::Frontend& fe, const std::string& emit, bool fuse, s
     out += codegen::printFusion(p, f);
     return 0;
   }
-  return kernelEmitter()(p, f, emit == "ptx", out, err);
+  return kernelEmitter()(p, f, optimizerConfig(fe.spec().train), emit == "ptx", out, err);
 }
 
 int check(const std::vector<std::string>& args, std::string& out, std::string& err) {
@@ -195,14 +195,14 @@ RegionRunnerMaker& regionRunnerMaker() {
 
 void setRegionRunnerMaker(RegionRunnerMaker maker) { regionRunnerMaker() = maker; }
 
-int makeRegionRunner(const prog::Program& p, std::unique_ptr<rt::RegionRunner>& runner, std::string& note,
-                     std::string& err) {
+int makeRegionRunner(const prog::Program& p, const rt::optim::OptimizerConfig& opt, JitRunners& runners,
+                     std::string& note, std::string& err) {
   if (!regionRunnerMaker()) {
     err += "dtlc run: --kernels jit needs the kernel generator, and this dtlc was built without it (LLVM 16 was not "
            "found: apt-get install llvm-16-dev, then reconfigure); --kernels fast runs the same program unfused\n";
     return 2;
   }
-  return regionRunnerMaker()(p, runner, note, err);
+  return regionRunnerMaker()(p, opt, runners, note, err);
 }
 
 int runCli(const std::vector<std::string>& args, std::string& out, std::string& err) {

@@ -7,16 +7,52 @@
 #endif
 #include <cstdio>
 #include <map>
+#include <stdexcept>
+#include <vector>
 
+#include "compiler/codegen/emit_update.h"
 #include "compiler/codegen/jit_x86.h"
 #include "compiler/codegen/ptx.h"
 #include "runtime/jit/jit_regions.h"
+#include "runtime/jit/jit_update.h"
 #include "tools/dtlc/kernel_emitter.h"
 
 namespace dtl::cli {
 namespace {
 
-int emitKernels(const prog::Program& p, const codegen::Fusion& f, bool ptx, std::string& out, std::string& err) {
+// The multi-tensor update kernels of the spec's optimiser (none without a train block).
+int emitUpdateKernels(const prog::Program& p, const rt::optim::OptimizerConfig& config, bool ptx, std::string& out,
+                      std::string& err) {
+  bool updates = false;
+  for (const ir::Node& n : p.nodes) updates = updates || n.op == ir::Op::Update;
+  if (!updates || config.name.empty()) return 0;
+  std::vector<optim_step::Variant> variants;
+  try {
+    variants = jit::updateVariants(rt::optim::Optimizer(config));
+  } catch (const std::invalid_argument& e) {
+    err += std::string("dtlc check: the optimiser: ") + e.what() + "\n";
+    return 1;
+  }
+  const char* c = ptx ? "//" : ";";
+  for (const optim_step::Variant& v : variants) {
+    out += std::string("\n") + c + " the optimiser step (" + config.name + "): multi-tensor update `" + v.name() +
+           "`, one launch over a table of chunks\n";
+    if (!ptx) {
+      out += codegen::updateX86Ir(v, false);
+      continue;
+    }
+    std::string text, error;
+    if (!codegen::updatePtx(v, &text, &error)) {
+      err += "dtlc check: update `" + v.name() + "`: " + error + "\n";
+      return 1;
+    }
+    out += text;
+  }
+  return 0;
+}
+
+int emitKernels(const prog::Program& p, const codegen::Fusion& f, const rt::optim::OptimizerConfig& opt, bool ptx,
+                std::string& out, std::string& err) {
   if (ptx) {
     out += "// PTX for sm_90 (PTX ISA 7.8), after LLVM's O3 pipeline; " + std::to_string(f.regions.size()) +
            " regions of rank 0's program (--emit=fused lists their nodes)\n";
@@ -52,21 +88,30 @@ int emitKernels(const prog::Program& p, const codegen::Fusion& f, bool ptx, std:
       out += "// kernel " + kernel.name + ": " + std::to_string(kernel.points) + " points\n";
     out += m.ptx;
   }
-  (void)p;
-  return 0;
+  return emitUpdateKernels(p, opt, ptx, out, err);
 }
 
-int makeJit(const prog::Program& p, std::unique_ptr<rt::RegionRunner>& runner, std::string& note, std::string& err) {
+int makeJit(const prog::Program& p, const rt::optim::OptimizerConfig& opt, JitRunners& runners, std::string& note,
+            std::string& err) {
   jit::JitOptions options;
   options.cache.dir = codegen::defaultCacheDir();
   jit::JitStats stats;
   std::string error;
-  runner = jit::makeJitRegions(p, options, &error, &stats);
-  if (!runner) {
+  runners.regions = jit::makeJitRegions(p, options, &error, &stats);
+  if (!runners.regions) {
     err += "dtlc run: --kernels jit: " + error + "\n";
     return 1;
   }
-  note = jit::describe(stats) + (options.cache.dir.empty() ? " (no cache: neither XDG_CACHE_HOME nor HOME is set)" : "");
+  jit::UpdateStats update_stats;
+  jit::UpdateOptions update_options;
+  update_options.cache = options.cache;
+  runners.update = jit::makeJitUpdate(opt, update_options, &error, &update_stats);
+  if (!runners.update) {
+    err += "dtlc run: --kernels jit: the optimiser update: " + error + "\n";
+    return 1;
+  }
+  note = jit::describe(stats) + "; " + jit::describe(update_stats) +
+         (options.cache.dir.empty() ? " (no cache: neither XDG_CACHE_HOME nor HOME is set)" : "");
   return 0;
 }
 

@@ -10,23 +10,34 @@
 #include <string>
 
 #include "compiler/codegen/fuse_regions.h"
+#include "compiler/sema/spec.h"
 #include "core/program.h"
 #include "runtime/exec/backend.h"
+#include "runtime/optim/multi_tensor.h"
 
 namespace dtl::cli {
 
-// Appends every region's LLVM IR (ptx = false) or PTX to `out`; returns the exit status.
-using KernelEmitter = int (*)(const prog::Program& p, const codegen::Fusion& f, bool ptx, std::string& out,
-                              std::string& err);
+// Appends every region's LLVM IR (ptx = false) or PTX to `out`, then the
+// multi-tensor update kernels of the spec's optimiser; returns the exit status.
+using KernelEmitter = int (*)(const prog::Program& p, const codegen::Fusion& f, const rt::optim::OptimizerConfig& opt,
+                              bool ptx, std::string& out, std::string& err);
 void setKernelEmitter(KernelEmitter emitter);
 
-// `--kernels jit`: the runner of the program's fused regions, every kernel
-// compiled or loaded from the object cache ($XDG_CACHE_HOME/dtl) now; `note`
-// says how many of each. Returns the exit status (2: no generator).
-using RegionRunnerMaker = int (*)(const prog::Program& p, std::unique_ptr<rt::RegionRunner>& runner, std::string& note,
-                                  std::string& err);
+// `--kernels jit`: the runner of the program's fused regions and the
+// multi-tensor optimiser update, every kernel compiled or loaded from the
+// object cache ($XDG_CACHE_HOME/dtl) now; `note` says how many of each.
+// Returns the exit status (2: no generator).
+struct JitRunners {
+  std::unique_ptr<rt::RegionRunner> regions;
+  std::unique_ptr<rt::optim::MultiTensorUpdate> update;
+};
+using RegionRunnerMaker = int (*)(const prog::Program& p, const rt::optim::OptimizerConfig& opt, JitRunners& runners,
+                                  std::string& note, std::string& err);
 void setRegionRunnerMaker(RegionRunnerMaker maker);
-int makeRegionRunner(const prog::Program& p, std::unique_ptr<rt::RegionRunner>& runner, std::string& note,
-                     std::string& err);
+int makeRegionRunner(const prog::Program& p, const rt::optim::OptimizerConfig& opt, JitRunners& runners,
+                     std::string& note, std::string& err);
+
+// The optimiser the spec's train block names, with PyTorch's defaults.
+rt::optim::OptimizerConfig optimizerConfig(const sema::TrainSpec& t);
 
 }  // namespace dtl::cli

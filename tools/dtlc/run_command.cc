@@ -200,6 +200,28 @@ int64_t tokensPerSample(const ir::Graph& g) {
   return 0;
 }
 
+}  // namespace
+
+rt::optim::OptimizerConfig optimizerConfig(const sema::TrainSpec& t) {
+  auto arg = [&](const char* k, double d) {
+    auto it = t.optimizer_args.find(k);
+    return it == t.optimizer_args.end() ? d : it->second;
+  };
+  rt::optim::OptimizerConfig o;
+  o.name = t.optimizer;
+  o.lr = arg("lr", 1e-3);
+  o.momentum = arg("momentum", 0);
+  o.dampening = arg("dampening", 0);
+  o.weight_decay = arg("weight_decay", 0);
+  o.beta1 = arg("beta1", 0.9);
+  o.beta2 = arg("beta2", 0.999);
+  o.eps = arg("eps", 1e-8);
+  o.nesterov = arg("nesterov", 0) != 0;
+  return o;
+}
+
+namespace {
+
 rt::TrainConfig makeConfig(const driver::Frontend& fe, const RunFlags& f) {
   const sema::Spec& spec = fe.spec();
   rt::TrainConfig c;
@@ -229,19 +251,7 @@ rt::TrainConfig makeConfig(const driver::Frontend& fe, const RunFlags& f) {
     c.steps = f.steps;
     c.epochs = 0;
   }
-  auto arg = [&](const char* k, double d) {
-    auto it = t.optimizer_args.find(k);
-    return it == t.optimizer_args.end() ? d : it->second;
-  };
-  c.optimizer.name = t.optimizer;
-  c.optimizer.lr = arg("lr", 1e-3);
-  c.optimizer.momentum = arg("momentum", 0);
-  c.optimizer.dampening = arg("dampening", 0);
-  c.optimizer.weight_decay = arg("weight_decay", 0);
-  c.optimizer.beta1 = arg("beta1", 0.9);
-  c.optimizer.beta2 = arg("beta2", 0.999);
-  c.optimizer.eps = arg("eps", 1e-8);
-  c.optimizer.nesterov = arg("nesterov", 0) != 0;
+  c.optimizer = optimizerConfig(t);
   c.schedule.name = t.schedule;
   c.schedule.warmup = t.schedule_args.count("warmup") ? t.schedule_args.at("warmup") : 0;
   c.schedule.min_lr = t.schedule_args.count("min_lr") ? t.schedule_args.at("min_lr") : 0;
@@ -578,12 +588,13 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
   const prog::Program program =
       program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, ranked ? env.rank : 0), plan);
   config.program = &program;
-  std::unique_ptr<rt::RegionRunner> regions;
+  JitRunners jit;
   if (plan.fuse) {
     std::string note;
-    if (int rc = makeRegionRunner(program, regions, note, err); rc != 0) return rc;
+    if (int rc = makeRegionRunner(program, config.optimizer, jit, note, err); rc != 0) return rc;
     if (env.rank == 0) std::fprintf(stdout, "%s\n", note.c_str());
-    config.regions = regions.get();
+    config.regions = jit.regions.get();
+    config.multi_update = jit.update.get();
   }
   sampleSlice(fe.graph(), program, config);
   std::string train_err;
