@@ -107,6 +107,7 @@ class Executor {
   Backend& backend_;
   RegionRunner* regions_;
   std::vector<TensorView> views_;  // per node, this run
+  std::vector<TensorView> results_;  // the running node's results past its first
   struct Slot {
     std::unique_ptr<uint32_t[]> words;  // f32 and i32 are both one 4-byte word
   };
