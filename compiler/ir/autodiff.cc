@@ -314,6 +314,7 @@ class Backward {
         Node s = like(g_[n.inputs[0]], Op::AttentionGrad);
         s.inputs = {n.inputs[0], n.inputs[1], n.inputs[2], i, result(i, 1), gy};
         s.flag = n.flag;
+        s.where = n.where;
         s.results = {resultOf(g_[n.inputs[1]], 0), resultOf(g_[n.inputs[2]], 0)};
         const int grads = g_.add(std::move(s));
         for (int k = 0; k < 3; ++k)
@@ -402,6 +403,8 @@ class Backward {
 
 void appendBackward(Graph& g) {
   Backward(g).run();
+  // The views of several results it made must read what they say (a compiler bug otherwise).
+  if (std::string problem = checkResults(g); !problem.empty()) throw std::logic_error("autodiff: " + problem);
 }
 
 void appendUpdates(Graph& g) {

@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "compiler/program/plan_program.h"
+#include "runtime/exec/executor.h"
 #include "runtime/kernels/reference/attention.h"
 #include "tests/unit/backend_test_util.h"
 
@@ -186,6 +188,80 @@ TEST_F(AttentionTest, BitwiseOnAnyThreadCount) {
     ctx.threads = threads;
     std::vector<Buf> got = runBoth(*fast_, c, true, x, ctx);
     for (size_t k = 0; k < base.size(); ++k) EXPECT_TRUE(sameBits(base[k], got[k])) << k << " on " << threads;
+  }
+}
+
+// A graph of q, k, v inputs → attention → a view of its log-sum-exp, read
+// by a sum (the loss).
+ir::Graph resultGraph(const Case& c) {
+  ir::Graph g;
+  for (const char* name : {"q", "k", "v"}) {
+    Node in;
+    in.op = Op::Input;
+    in.name = name;
+    in.shape = headsShape(c, c.sq);
+    g.add(in);
+  }
+  Node att = forwardNode(c, true);
+  att.inputs = {0, 1, 2};
+  const int a = g.add(att);
+  Node view;
+  view.op = Op::Result;
+  view.inputs = {a};
+  view.index = 1;
+  view.shape = att.results[0].shape;
+  const int lse = g.add(view);
+  Node sum;
+  sum.op = Op::Reduce;
+  sum.fn = "sum";
+  sum.inputs = {lse};
+  for (const Dim& d : view.shape.dims) sum.names.push_back(d.name);
+  g.loss = g.add(sum);
+  g.forward_end = static_cast<int>(g.nodes.size());
+  return g;
+}
+
+TEST(Results, CheckFindsBadViews) {
+  const Case c{{{"b", 2}}, 5, 5, 3, 4};
+  ir::Graph g = resultGraph(c);
+  EXPECT_EQ(ir::checkResults(g), "");
+  EXPECT_NE(ir::printNode(g[3]).find(": f32[b=2, seq=5, heads=3, head_dim=4], f32[b=2, seq=5, heads=3]"),
+            std::string::npos)
+      << ir::printNode(g[3]);
+  g.nodes[4].index = 2;
+  EXPECT_NE(ir::checkResults(g).find("reads result 2 of %3, which has 2"), std::string::npos) << ir::checkResults(g);
+  g.nodes[4].index = 1;
+  g.nodes[4].shape = headsShape(c, c.sq);
+  EXPECT_NE(ir::checkResults(g).find("its result is f32[b=2, seq=5, heads=3]"), std::string::npos);
+}
+
+// The node's results share one slot, the view is an alias at result 1's
+// offset, and the executor computes through it what the reference does.
+TEST(Results, PlannedAsOneSlotAndAView) {
+  const Case c{{{"b", 2}}, 5, 5, 3, 4};
+  const ir::Graph g = resultGraph(c);
+  const prog::Program p = program::planProgram(g);
+  const prog::Storage& node = p.train.storage[3];
+  const prog::Storage& view = p.train.storage[4];
+  EXPECT_EQ(node.kind, prog::Storage::Slot);
+  EXPECT_EQ(view.kind, prog::Storage::Alias);
+  EXPECT_EQ(view.index, 3);
+  EXPECT_EQ(view.offset, 2 * 5 * 3 * 4);
+  EXPECT_GE(p.train.slot_words[static_cast<size_t>(node.index)], 2 * 5 * 3 * 4 + 2 * 5 * 3);
+  std::mt19937 rng(3);
+  Buf q = normal(headsShape(c, c.sq), rng), k = normal(headsShape(c, c.sq), rng), v = normal(headsShape(c, c.sq), rng);
+  std::unique_ptr<Backend> fast = makeFastBackend(), ref = makeReferenceBackend();
+  Outcomes want = runResults(*ref, forwardNode(c, true), {&q, &k, &v}, RunContext{});
+  double total = 0;
+  for (float x : want.out[1].f) total += x;
+  for (Backend* be : {fast.get(), ref.get()}) {
+    Executor ex(p, *be);
+    ex.setInput("q", q.f.data(), static_cast<int64_t>(q.f.size()));
+    ex.setInput("k", k.f.data(), static_cast<int64_t>(k.f.size()));
+    ex.setInput("v", v.f.data(), static_cast<int64_t>(v.f.size()));
+    KernelStatus st = ex.run(false, RunContext{});
+    ASSERT_TRUE(st.ok) << st.message;
+    EXPECT_NEAR(ex.value(g.loss), total, 1e-4 * std::fabs(total) + 1e-4) << be->name();
   }
 }
 

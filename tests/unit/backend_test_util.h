@@ -95,6 +95,19 @@ inline Outcomes runResults(Backend& be, const ir::Node& n, std::vector<Buf*> in,
   return o;
 }
 
+// Node-by-node evaluation of a graph: `results[id]` holds node id's results
+// (one for most nodes). Runs n (any node but Input, Param, Update) on `in`,
+// its inputs' first results; a Result node (a view) takes its input's result
+// `index` from `results`, a node of several results runs through runResults.
+inline Outcomes evalNode(Backend& be, const ir::Node& n, std::vector<Buf*> in,
+                         const std::vector<std::vector<Buf>>& results, const RunContext& ctx) {
+  if (n.op == ir::Op::Result)
+    return {{}, {results.at(static_cast<size_t>(n.inputs.at(0))).at(static_cast<size_t>(n.index))}};
+  if (!n.results.empty()) return runResults(be, n, in, ctx);
+  Outcome o = runNode(be, n, in, ctx);
+  return {o.status, {std::move(o.out)}};
+}
+
 // Floats: |fast − ref| ≤ rtol·(|ref| + 0.1·max|ref|) + atol per element: the
 // second term allows for cancellation in sums whose terms are of the tensor's
 // scale, atol for tensors that are pure rounding noise (a gradient that is 0
