@@ -75,7 +75,7 @@ DTL_FAST_CLONES bool nonFinite(const float* DTL_RESTRICT x, int64_t rows, int64_
 }
 
 // d [rows] = the row-wise dot products of two [rows, dim] views (row stride
-// ld), summed in productTile's order (and clone): with one key, out = v and
+// ld), summed in gemmTile's order (and clone): with one key, out = v and
 // dP − D is exactly 0, as the reference's.
 DTL_FAST_CLONES void rowDots(const float* DTL_RESTRICT a, const float* DTL_RESTRICT b, int64_t rows, int64_t dim,
                              int64_t ld, float* DTL_RESTRICT d) {
@@ -93,53 +93,73 @@ DTL_FAST_CLONES void transposeRows(const float* DTL_RESTRICT x, int64_t ld, int6
     for (int64_t d = 0; d < dim; ++d) xt[d * rows + r] = x[r * ld + d];
 }
 
-// s [rows, cols] = scale · a·btᵀ, a [rows, dim] (row stride ld), bt [dim, cols].
-DTL_FAST_CLONES void productTile(const float* DTL_RESTRICT a, int64_t ld, int64_t rows, const float* DTL_RESTRICT bt,
-                                 int64_t cols, int64_t dim, float scale, float* DTL_RESTRICT s) {
-  for (int64_t i = 0; i < rows; ++i) {
-    float* si = s + i * cols;
-    DTL_SIMD for (int64_t j = 0; j < cols; ++j) si[j] = 0.0f;
-    for (int64_t d = 0; d < dim; ++d) {
-      const float x = a[i * ld + d];
-      const float* b = bt + d * cols;
-      DTL_SIMD for (int64_t j = 0; j < cols; ++j) si[j] += x * b[j];
+// 16 floats as one GCC vector: one zmm register in the AVX-512 clone, two
+// ymm in the AVX2 one, four xmm otherwise; named accumulators stay in
+// registers where a float array would live on the stack.
+typedef float V16 __attribute__((vector_size(64)));
+constexpr int kW = 16;
+
+// One register block of gemmTile: R rows × 16 columns of c (`width` of them
+// when not Full), summed over k in order. Inlined into gemmTile's clones.
+template <int R, bool Full>
+__attribute__((always_inline)) inline void gemmBlock(int64_t k, const float* DTL_RESTRICT a, int64_t lda,
+                                                     const float* DTL_RESTRICT b, int64_t ldb, float* DTL_RESTRICT c,
+                                                     int64_t ldc, float scale, bool accumulate, int64_t width) {
+  V16 acc[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r] = V16{};
+  for (int64_t p = 0; p < k; ++p) {
+    V16 bv;
+    if constexpr (Full) {
+      std::memcpy(&bv, b + p * ldb, sizeof bv);
+    } else {
+      float part[kW] = {};
+      std::memcpy(part, b + p * ldb, static_cast<size_t>(width) * sizeof(float));
+      std::memcpy(&bv, part, sizeof bv);
     }
-    DTL_SIMD for (int64_t j = 0; j < cols; ++j) si[j] *= scale;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[r] += a[r * lda + p] * bv;
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    float out[kW];
+    std::memcpy(out, &acc[r], sizeof out);
+    float* row = c + r * ldc;
+    for (int64_t w = 0; w < (Full ? kW : width); ++w) row[w] = accumulate ? row[w] + out[w] : scale * out[w];
   }
 }
 
-// acc [cols, dim] += wᵀ·x: w [rows, cols], x [rows, dim] (row stride ld).
-DTL_FAST_CLONES void addTransposedProduct(const float* DTL_RESTRICT w, int64_t rows, int64_t cols,
-                                          const float* DTL_RESTRICT x, int64_t ld, int64_t dim,
-                                          float* DTL_RESTRICT acc) {
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) {
-      const float a = w[i * cols + j];
-      float* row = acc + j * dim;
-      DTL_SIMD for (int64_t d = 0; d < dim; ++d) row[d] += a * x[i * ld + d];
-    }
-}
-
-// acc [rows, dim] (row stride acc_ld) += w·x: w [rows, cols], x [cols, dim] (row stride ld).
-DTL_FAST_CLONES void addProduct(const float* DTL_RESTRICT w, int64_t rows, int64_t cols, const float* DTL_RESTRICT x,
-                                int64_t ld, int64_t dim, float* DTL_RESTRICT acc, int64_t acc_ld) {
-  for (int64_t i = 0; i < rows; ++i) {
-    float* row = acc + i * acc_ld;
-    for (int64_t j = 0; j < cols; ++j) {
-      const float a = w[i * cols + j];
-      DTL_SIMD for (int64_t d = 0; d < dim; ++d) row[d] += a * x[j * ld + d];
-    }
+// c [m, n] (row stride ldc) = scale · a·b, or c + a·b when `accumulate`:
+// a [m, k] (row stride lda), b [k, n] (row stride ldb). Each element is its
+// k products summed in order from 0, whatever the block it falls in.
+DTL_FAST_CLONES void gemmTile(int64_t m, int64_t n, int64_t k, const float* DTL_RESTRICT a, int64_t lda,
+                              const float* DTL_RESTRICT b, int64_t ldb, float* DTL_RESTRICT c, int64_t ldc, float scale,
+                              bool accumulate) {
+  constexpr int R = 8;
+  int64_t i = 0;
+  for (; i + R <= m; i += R) {
+    int64_t j = 0;
+    for (; j + kW <= n; j += kW)
+      gemmBlock<R, true>(k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, scale, accumulate, kW);
+    if (j < n) gemmBlock<R, false>(k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, scale, accumulate, n - j);
+  }
+  for (; i < m; ++i) {
+    int64_t j = 0;
+    for (; j + kW <= n; j += kW)
+      gemmBlock<1, true>(k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, scale, accumulate, kW);
+    if (j < n) gemmBlock<1, false>(k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, scale, accumulate, n - j);
   }
 }
 
 // One query row meets one key block: s [cols] (scores; `vis` of them
 // visible) becomes its unnormalised probabilities against the row's running
-// max m, rescaling the running sum and o [dim] (Σ_j p_j·v_j so far) when the
-// max grows. While every score so far is −inf the exponents use 0, not −inf
+// max m (masked ones 0), and the running sum and o [dim] (Σ_j p_j·v_j so
+// far) are rescaled when the max grows; the caller then adds this block's
+// p·v. While every score so far is −inf the exponents use 0, not −inf
 // (exp(−inf + inf) would be NaN): a row that later sees a finite score is
 // unharmed; one that never does ends with sum 0 and out NaN, as the reference.
 DTL_FAST_CLONES void onlineRow(float* DTL_RESTRICT s, int64_t vis, int64_t cols, float& m, float& sum,
-                               float* DTL_RESTRICT o, const float* DTL_RESTRICT v, int64_t ld, int64_t dim) {
+                               float* DTL_RESTRICT o, int64_t dim) {
   float block = -kInf;
   for (int64_t j = 0; j < vis; ++j) block = s[j] > block ? s[j] : block;  // skips NaN; exp(NaN) still spreads it
   const float next = block > m ? block : m;
@@ -148,13 +168,9 @@ DTL_FAST_CLONES void onlineRow(float* DTL_RESTRICT s, int64_t vis, int64_t cols,
   float added = 0;
   DTL_SIMD_SUM(added)
   for (int64_t j = 0; j < vis; ++j) added += s[j] = std::exp(s[j] - base);
-  for (int64_t j = vis; j < cols; ++j) s[j] = 0.0f;
+  for (int64_t j = vis; j < cols; ++j) s[j] = 0.0f;  // still multiplied by v: 0·inf = NaN as the reference's
   sum = sum * keep + added;
   DTL_SIMD for (int64_t d = 0; d < dim; ++d) o[d] *= keep;
-  for (int64_t j = 0; j < cols; ++j) {  // masked p = 0 too: 0·inf = NaN as the reference's
-    const float p = s[j];
-    DTL_SIMD for (int64_t d = 0; d < dim; ++d) o[d] += p * v[j * ld + d];
-  }
   m = next;
 }
 
@@ -181,11 +197,12 @@ void forwardPair(const Heads& l, const float* q, const float* k, const float* v,
     for (int64_t k0 = 0; k0 < kend; k0 += kBlockK) {
       const int64_t cols = std::min(kBlockK, l.sk - k0);
       transposeRows(k + ko + k0 * ld, ld, cols, l.dim, t.kt);
-      productTile(q + qo + q0 * ld, ld, rows, t.kt, cols, l.dim, scale, t.s);
+      gemmTile(rows, cols, l.dim, q + qo + q0 * ld, ld, t.kt, cols, t.s, cols, scale, false);
       for (int64_t i = 0; i < rows; ++i) {
         const int64_t vis = std::clamp<int64_t>(l.visible(q0 + i, causal) - k0, 0, cols);
-        onlineRow(t.s + i * cols, vis, cols, t.m[i], t.sum[i], t.o + i * l.dim, v + ko + k0 * ld, ld, l.dim);
+        onlineRow(t.s + i * cols, vis, cols, t.m[i], t.sum[i], t.o + i * l.dim, l.dim);
       }
+      gemmTile(rows, l.dim, cols, t.s, cols, v + ko + k0 * ld, ld, t.o, l.dim, 1.0f, true);
     }
     for (int64_t i = 0; i < rows; ++i) {
       float* out = y + qo + (q0 + i) * ld;
@@ -196,14 +213,25 @@ void forwardPair(const Heads& l, const float* q, const float* k, const float* v,
 }
 
 struct BackwardTiles {
-  float *kt, *vt, *p, *ds, *dk, *dv, *rowterm;
+  float *kt, *vt, *p, *ds, *pt, *dk, *dv, *rowterm;
   static int64_t words(int64_t dim, int64_t sq) {
-    return 2 * dim * kBlockK + 2 * kBlockQ * kBlockK + 2 * kBlockK * dim + sq;
+    return 2 * dim * kBlockK + 3 * kBlockQ * kBlockK + 2 * kBlockK * dim + sq;
   }
   BackwardTiles(float* w, int64_t dim)
-      : kt(w), vt(kt + dim * kBlockK), p(vt + dim * kBlockK), ds(p + kBlockQ * kBlockK), dk(ds + kBlockQ * kBlockK),
-        dv(dk + kBlockK * dim), rowterm(dv + kBlockK * dim) {}
+      : kt(w), vt(kt + dim * kBlockK), p(vt + dim * kBlockK), ds(p + kBlockQ * kBlockK), pt(ds + kBlockQ * kBlockK),
+        dk(pt + kBlockQ * kBlockK), dv(dk + kBlockK * dim), rowterm(dv + kBlockK * dim) {}
 };
+
+// One row of probabilityTiles: p = exp(s − lse) (masked 0) and, with `d`,
+// dP in ds becomes dS = p·(dP − D)·scale (masked 0).
+DTL_FAST_CLONES void probabilityRow(float* DTL_RESTRICT p, float* DTL_RESTRICT ds, int64_t vis, int64_t cols,
+                                    float lse, float row_d, float scale, bool d) {
+  DTL_SIMD for (int64_t j = 0; j < vis; ++j) p[j] = std::exp(p[j] - lse);
+  for (int64_t j = vis; j < cols; ++j) p[j] = 0.0f;
+  if (!d) return;
+  DTL_SIMD for (int64_t j = 0; j < vis; ++j) ds[j] = p[j] * (ds[j] - row_d) * scale;
+  for (int64_t j = vis; j < cols; ++j) ds[j] = 0.0f;
+}
 
 // The query block [q0, q0 + rows) against the key block whose transposed k
 // and v are in t.kt, t.vt: t.p = P, t.ds = dS (masked entries 0). Without
@@ -212,18 +240,12 @@ void probabilityTiles(const Heads& l, const float* q, const float* dy, const flo
                       int64_t h, int64_t q0, int64_t rows, int64_t k0, int64_t cols, BackwardTiles& t, bool d) {
   const int64_t ld = l.ld(), qo = l.qOffset(b, h);
   const float scale = 1.0f / std::sqrt(static_cast<float>(l.dim));
-  productTile(q + qo + q0 * ld, ld, rows, t.kt, cols, l.dim, scale, t.p);
-  productTile(dy + qo + q0 * ld, ld, rows, t.vt, cols, l.dim, 1.0f, t.ds);
+  gemmTile(rows, cols, l.dim, q + qo + q0 * ld, ld, t.kt, cols, t.p, cols, scale, false);
+  gemmTile(rows, cols, l.dim, dy + qo + q0 * ld, ld, t.vt, cols, t.ds, cols, 1.0f, false);
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t vis = std::clamp<int64_t>(l.visible(q0 + i, causal) - k0, 0, cols);
     const float row_lse = lse[l.lseOffset(b, h) + (q0 + i) * l.heads], row_d = d ? t.rowterm[q0 + i] : 0.0f;
-    float* p = t.p + i * cols;
-    float* ds = t.ds + i * cols;
-    DTL_SIMD for (int64_t j = 0; j < vis; ++j) p[j] = std::exp(p[j] - row_lse);
-    for (int64_t j = vis; j < cols; ++j) p[j] = 0.0f;
-    if (!d) continue;
-    DTL_SIMD for (int64_t j = 0; j < vis; ++j) ds[j] = p[j] * (ds[j] - row_d) * scale;
-    for (int64_t j = vis; j < cols; ++j) ds[j] = 0.0f;
+    probabilityRow(t.p + i * cols, t.ds + i * cols, vis, cols, row_lse, row_d, scale, d);
   }
 }
 
@@ -270,9 +292,11 @@ void backwardPair(const Heads& l, const float* q, const float* k, const float* v
     for (int64_t q0 = skip ? k0 / kBlockQ * kBlockQ : 0; q0 < l.sq; q0 += kBlockQ) {
       const int64_t rows = std::min(kBlockQ, l.sq - q0);
       probabilityTiles(l, q, dy, lse, causal, b, h, q0, rows, k0, cols, t, true);
-      addTransposedProduct(t.p, rows, cols, dy + qo + q0 * ld, ld, l.dim, t.dv);
-      addTransposedProduct(t.ds, rows, cols, q + qo + q0 * ld, ld, l.dim, t.dk);
-      addProduct(t.ds, rows, cols, k + ko + k0 * ld, ld, l.dim, dq + qo + q0 * ld, ld);
+      transposeRows(t.p, cols, rows, cols, t.pt);  // [cols, rows]
+      gemmTile(cols, l.dim, rows, t.pt, rows, dy + qo + q0 * ld, ld, t.dv, l.dim, 1.0f, true);
+      transposeRows(t.ds, cols, rows, cols, t.pt);
+      gemmTile(cols, l.dim, rows, t.pt, rows, q + qo + q0 * ld, ld, t.dk, l.dim, 1.0f, true);
+      gemmTile(rows, l.dim, cols, t.ds, cols, k + ko + k0 * ld, ld, dq + qo + q0 * ld, ld, 1.0f, true);
     }
     for (int64_t j = 0; j < cols; ++j) {
       std::memcpy(dk + ko + (k0 + j) * ld, t.dk + j * l.dim, static_cast<size_t>(l.dim) * sizeof(float));
