@@ -122,10 +122,17 @@ __attribute__((always_inline)) inline void gemmBlock(int64_t k, const float* DTL
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    float out[kW];
-    std::memcpy(out, &acc[r], sizeof out);
     float* row = c + r * ldc;
-    for (int64_t w = 0; w < (Full ? kW : width); ++w) row[w] = accumulate ? row[w] + out[w] : scale * out[w];
+    if constexpr (Full) {
+      V16 old;
+      std::memcpy(&old, row, sizeof old);
+      const V16 next = accumulate ? old + acc[r] : scale * acc[r];
+      std::memcpy(row, &next, sizeof next);
+    } else {
+      float out[kW];
+      std::memcpy(out, &acc[r], sizeof out);
+      for (int64_t w = 0; w < width; ++w) row[w] = accumulate ? row[w] + out[w] : scale * out[w];
+    }
   }
 }
 
