@@ -148,13 +148,13 @@ def main():
     dtlc = bc.dtlc_path(args.dtlc)
     grad = subprocess.run([dtlc, 'check', SPEC, '--emit=grad'], capture_output=True, text=True, check=True).stdout
     fwd, bwd, rows = bc.contraction_flops(grad)
-    # attention's own GEMMs (not contract nodes): forward q.k and P.v; each of
-    # the three attention_grad nodes (dq, dk, dv) recomputes q.k, and dq / dk
-    # also do dy.v and one more GEMM, dv one more (fast/attention.cc).
+    # attention's own products (not contract nodes): forward q.k and P.v; the
+    # one attention_grad node recomputes q.k once and makes dy.v, dv, dq and
+    # dk (fast/attention.cc; the causal tiles it skips are still counted).
     att1 = 2 * B * H * S * S * (D // H)
     n_att = sum(1 for line in grad.splitlines() if '= attention(' in line)
     att_fwd = n_att * 2 * att1
-    att_bwd = n_att * (3 * att1 + 2 * 2 * att1 + att1)
+    att_bwd = n_att * 5 * att1
     flops = fwd + bwd + att_fwd + att_bwd
     useful = fwd + bwd + n_att * 2 * att1 * 3  # without recomputation: forward + 2x backward
     ob = torch_peer.openblas_dir(args.openblas)
@@ -232,7 +232,7 @@ def main():
           % (ratio_best, ratio_med))
     print(limits_line)
     print('GEMM work per step: contractions %.1f GFLOP (forward %.1f, backward %.1f) + attention %.2f GFLOP '
-          '(dtl recomputes the scores in each of 3 attention_grad nodes); %.1f GFLOP without recomputation'
+          '(dtl recomputes the scores once in the backward); %.1f GFLOP without recomputation'
           % ((fwd + bwd) / 1e9, fwd / 1e9, bwd / 1e9, (att_fwd + att_bwd) / 1e9, useful / 1e9))
     print('dtl GEMM throughput over the whole step: %.1f GFLOP/s (best) = %.0f%% of one core\'s %.0f, %.0f%% of two '
           'cores\'; PyTorch (same useful FLOPs): %.1f GFLOP/s' % (

@@ -45,6 +45,7 @@ const char* opName(Op op) {
     case Op::LocalSlice: return "local_slice";
     case Op::PickClass: return "pick_class";
     case Op::PickClassGrad: return "pick_class_grad";
+    case Op::Result: return "result";
   }
   return "?";
 }
@@ -58,6 +59,30 @@ std::string num(double v) {
 }
 
 }  // namespace
+
+int64_t resultOffset(const Node& n, int64_t k) {
+  int64_t at = 0;
+  for (int64_t r = 0; r < k; ++r) at += resultOf(n, r).shape.elements().value_or(0);
+  return at;
+}
+
+int64_t storedElements(const Node& n) { return resultOffset(n, static_cast<int64_t>(n.results.size()) + 1); }
+
+std::string checkResults(const Graph& g) {
+  for (const Node& n : g.nodes) {
+    if (n.op != Op::Result) continue;
+    const std::string at = "%" + std::to_string(n.id) + " = result";
+    if (n.inputs.size() != 1 || n.inputs[0] < 0 || n.inputs[0] >= n.id) return at + " needs one earlier node";
+    const Node& of = g[n.inputs[0]];
+    if (n.index < 1 || n.index > static_cast<int64_t>(of.results.size()))
+      return at + " reads result " + std::to_string(n.index) + " of %" + std::to_string(of.id) + ", which has " +
+             std::to_string(of.results.size() + 1);
+    const Result r = resultOf(of, n.index);
+    if (!(r.shape == n.shape) || r.dtype != n.dtype)
+      return at + " is " + dtypeName(n.dtype) + n.shape.str() + ", its result is " + dtypeName(r.dtype) + r.shape.str();
+  }
+  return "";
+}
 
 std::vector<bool> optimiserStep(const Graph& g) {
   std::vector<bool> step(g.nodes.size(), false);
@@ -91,10 +116,11 @@ std::string printNode(const Node& n, const std::string& note) {
       n.op == Op::RmsNormalizeGrad)
     add("eps " + num(n.scalar));
   if (n.op == Op::Dropout || n.op == Op::DropoutGrad) add("p " + num(n.scalar));
-  if (n.op == Op::Slice || n.op == Op::SliceGrad || n.op == Op::AttentionGrad) add("index " + std::to_string(n.index));
+  if (n.op == Op::Slice || n.op == Op::SliceGrad || n.op == Op::Result) add("index " + std::to_string(n.index));
   if (n.op == Op::Attention || n.op == Op::AttentionGrad) add(n.flag ? "causal" : "full");
   if (!attrs.empty()) s += " {" + attrs + "}";
   s += " : " + std::string(dtypeName(n.dtype)) + n.shape.str();
+  for (const Result& r : n.results) s += ", " + std::string(dtypeName(r.dtype)) + r.shape.str();
   if (!note.empty()) s += "  " + note;
   if (!n.where.empty()) s += "  # " + n.where;
   return s + "\n";

@@ -41,7 +41,8 @@ enum class Op {
   RmsNormalize,
   Embed,      // inputs: table, ids. In a rank's program `offset` is the first table row it holds and
               // `index` the table's rows in all (0: it holds them all); ids of other rows give zeros
-  Attention,  // inputs: q, k, v; flag = causal
+  Attention,  // inputs: q, k, v; flag = causal. Results: out (q's shape), lse [lead…, seq_q, heads] f32: each
+              // query row's log-sum-exp of its scaled scores, saved for the backward
   Dropout,    // scalar = p; index = its lowering id, the mask's stable seed; identity when evaluating
   CrossEntropy,  // inputs: logits, labels; names[0] = classes
   Argmax,     // names[0]
@@ -50,6 +51,8 @@ enum class Op {
   Arange,     // i32 over this node's single dim
   PickClass,  // inputs: logits, labels; names[0] = classes: logits[…, label] per row. In a rank's program
               // `offset` is its first class and `index` the classes in all (0: all); other classes give 0
+  Result,     // inputs[0] = a node of several results; index = k ≥ 1: a view of its result k (this node's
+              // shape and dtype are that result's). No kernel, no copy: see Node::results
   // backward-only
   UnaryGrad,      // fn; inputs: x, dy → dx
   MaxGrad,        // inputs: x, dy; names reduced → dx
@@ -59,7 +62,8 @@ enum class Op {
   RmsNormalizeGrad,
   EmbedGrad,      // inputs: ids, dy[, base] → d table (this node's shape), added to `base` (another gradient
                   // of the table) when given; `offset`, `index` as for Embed
-  AttentionGrad,  // inputs: q, k, v, dy; index = 0|1|2 (which of q, k, v)
+  AttentionGrad,  // inputs: q, k, v, out, lse, dy (out and lse: the forward's results); flag = causal.
+                  // Results: dq (this node's shape), dk, dv
   CrossEntropyGrad,  // inputs: logits, labels, dy (scalar); names[0]
   DropoutGrad,    // inputs: dy; scalar = p, index = the forward's (the same mask)
   PickClassGrad,  // inputs: labels; names[0] = classes → one-hot of this node's shape; `offset`, `index`
@@ -104,6 +108,12 @@ inline bool isConversion(Op op) {
          op == Op::LocalSlice;
 }
 
+// A result of a node beyond its first (the node's own shape and dtype).
+struct Result {
+  Shape shape;
+  DType dtype = DType::F32;
+};
+
 struct Node {
   int id = -1;
   Op op = Op::Const;
@@ -113,7 +123,7 @@ struct Node {
   std::string fn;                  // Unary/Binary/Reduce function
   std::vector<std::string> names;  // dims an op works over
   double scalar = 0;               // Const value, eps, dropout p
-  int64_t index = 0;               // Slice copy, AttentionGrad operand, a windowed op's whole dim
+  int64_t index = 0;               // Slice copy, Result's result number, a windowed op's whole dim
   bool flag = false;               // Attention causal
   // In a rank's program (local form): the flat index in the global tensor
   // where this rank's block starts, so dropout masks are drawn by global
@@ -127,7 +137,21 @@ struct Node {
   std::vector<int64_t> block;
   std::string name;                // Input name / Param path / value name for printing
   std::string where;               // "spec.dtl:12:9": the source that caused the node
+  // Results 1, 2, … of a node that makes several (result 0 is `shape`, `dtype`): one kernel writes them
+  // all, into one storage (result k right after result k-1, resultOffset); a consumer reads result k ≥ 1
+  // through an Op::Result node, a view of it. In a rank's program, local shapes as `shape`.
+  std::vector<Result> results;
 };
+
+// Node n's result k (0: the node's own).
+inline Result resultOf(const Node& n, int64_t k) {
+  return k == 0 ? Result{n.shape, n.dtype} : n.results.at(static_cast<size_t>(k - 1));
+}
+// Where result k starts in the node's storage, in 4-byte elements (every stored dtype is 4 bytes).
+int64_t resultOffset(const Node& n, int64_t k);
+// The elements of all of a node's results: the size of its storage.
+int64_t storedElements(const Node& n);
+
 
 struct Graph {
   std::vector<Node> nodes;
@@ -151,6 +175,10 @@ struct Graph {
   }
   const Node& operator[](int id) const { return nodes[static_cast<size_t>(id)]; }
 };
+
+// "" when every Op::Result reads an existing result (k ≥ 1) of a node that has several, with that
+// result's shape and dtype; else the first problem.
+std::string checkResults(const Graph& g);
 
 // ZeRO-3's gather of a stored parameter's flat pieces (`input` is its
 // operand): an all-gather along a flat dim of anything but an update (whose

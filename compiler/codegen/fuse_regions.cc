@@ -15,7 +15,8 @@
 //    transcendental Unary fns and Softmax/LogSoftmax are not fusable either.
 //    Everything else runs as it does today: contractions, embeddings,
 //    attention, norms, dropout, cross-entropy, the *Grad kinds, collectives,
-//    views (Slice, Reshape, LocalSlice), casts, inputs and parameters.
+//    views (Slice, Reshape, LocalSlice, Result), casts, inputs and
+//    parameters; a node of several results (ir::Node::results) never is.
 // 2. Folded nodes. A Const f32 scalar read by a fused node is a constant of
 //    that node's region (it is a region member when every reader is in that
 //    region). An Align is *folded* — its readers read its operand, which the
@@ -128,7 +129,7 @@ class Fuser {
 
   // Rule 1, with the current folded Aligns.
   bool computes(const Node& n) const {
-    if (run_at_[static_cast<size_t>(n.id)] == INT_MAX) return false;
+    if (run_at_[static_cast<size_t>(n.id)] == INT_MAX || !n.results.empty()) return false;
     for (int x : n.inputs)
       if (!f32(x)) return false;
     switch (n.op) {

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 namespace dtl::ir {
 
@@ -168,6 +169,17 @@ class Backward {
     return g_.add(std::move(n));
   }
 
+  // A view of node `of`'s result k (k ≥ 1).
+  int result(int of, int64_t k) {
+    const Result r = resultOf(g_[of], k);
+    Node n = like(g_[of], Op::Result);
+    n.shape = r.shape;
+    n.dtype = r.dtype;
+    n.inputs = {of};
+    n.index = k;
+    return g_.add(std::move(n));
+  }
+
   int add(int a, int b) {
     Node n = like(g_[a], Op::Binary);
     n.fn = "add";
@@ -297,16 +309,21 @@ class Backward {
         contribute(n.inputs[0], g_.add(std::move(s)));
         return;
       }
-      case Op::Attention:
-        for (int k = 0; k < 3; ++k) {
-          if (!needs_[n.inputs[k]]) continue;
-          Node s = like(g_[n.inputs[k]], Op::AttentionGrad);
-          s.inputs = {n.inputs[0], n.inputs[1], n.inputs[2], gy};
-          s.index = k;
-          s.flag = n.flag;
-          contribute(n.inputs[k], g_.add(std::move(s)));
-        }
+      case Op::Attention: {
+        // One node for dq, dk and dv (results 0, 1, 2), from the forward's out and log-sum-exp.
+        Node s = like(g_[n.inputs[0]], Op::AttentionGrad);
+        s.inputs = {n.inputs[0], n.inputs[1], n.inputs[2], i, result(i, 1), gy};
+        s.flag = n.flag;
+        s.where = n.where;
+        s.results = {resultOf(g_[n.inputs[1]], 0), resultOf(g_[n.inputs[2]], 0)};
+        const int grads = g_.add(std::move(s));
+        for (int k = 0; k < 3; ++k)
+          if (needs_[n.inputs[k]]) contribute(n.inputs[k], k == 0 ? grads : result(grads, k));
         return;
+      }
+      case Op::Result:  // no forward op reads another's extra result yet: a rule is needed first
+        throw std::logic_error("autodiff: no gradient through result " + std::to_string(n.index) + " of " +
+                               opName(g_[n.inputs[0]].op));
       case Op::Dropout: {
         Node s = like(n, Op::DropoutGrad);
         s.inputs = {gy};
@@ -386,6 +403,8 @@ class Backward {
 
 void appendBackward(Graph& g) {
   Backward(g).run();
+  // The views of several results it made must read what they say (a compiler bug otherwise).
+  if (std::string problem = checkResults(g); !problem.empty()) throw std::logic_error("autodiff: " + problem);
 }
 
 void appendUpdates(Graph& g) {

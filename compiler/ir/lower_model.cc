@@ -231,6 +231,10 @@ int Lowering::primitive(const TraceStep& s) {
     n.op = Op::Attention;
     n.inputs = {in(0), in(1), in(2)};
     n.flag = !(args.size() > 3 && args[3]) || args[3]->number != 0;
+    // Each query row's log-sum-exp [lead…, seq_q, heads], for the backward (f32 whatever q's dtype).
+    Shape lse = n.shape;
+    lse.dims.pop_back();
+    n.results = {ir::Result{lse, DType::F32}};
   } else if (fn == "dropout") {
     n.op = Op::Dropout;
     n.inputs = {in(0)};

@@ -360,7 +360,7 @@ class Pass {
       case Op::UnaryGrad: case Op::SoftmaxGrad: case Op::LogSoftmaxGrad: case Op::NormalizeGrad:
       case Op::RmsNormalizeGrad: case Op::MaxGrad: case Op::EmbedGrad:
         return k == n.inputs.size() - 1;  // linear in the incoming gradient
-      case Op::AttentionGrad: return k == 3;
+      case Op::AttentionGrad: return k == 5;  // linear in dy (inputs q, k, v, out, lse, dy)
       default: return false;
     }
   }
@@ -409,12 +409,19 @@ class Pass {
     for (int& in : n.inputs) in = map_[static_cast<size_t>(in)];
     if (n.op == Op::Input || n.op == Op::Param) return seed(old, std::move(n));
     if (n.op == Op::Update) return update(old, std::move(n));
+    if (n.op == Op::Result) return result(old, std::move(n));
     if (old.op == Op::SliceGrad) reduceCopiesFirst(old, n);
-    const std::set<std::string> whole = within(old, in_), sums = summed(old, in_);
+    std::set<std::string> whole = within(old, in_);
+    const std::set<std::string> sums = summed(old, in_);
+    // Several results share the node's placement: a dim not in all of them stays whole.
+    for (const ir::Result& r : old.results)
+      for (const Dim& d : old.shape.dims)
+        if (!r.shape.has(d.name)) whole.insert(d.name);
     Pl out(mesh_.size());
     std::vector<std::string> origin(mesh_.size());  // per axis: the split dim a partial result sums
     for (size_t a = 0; a < mesh_.size(); ++a) out[a] = placeOnAxis(old, n, a, whole, sums, origin[a]);
     int id = add(n, out);
+    made_[old.id] = id;
     for (size_t a = 0; a < mesh_.size(); ++a)
       if (out[a].kind == Placement::Partial) partial_dim_[{id, a}] = origin[a];
     id = scaleMean(old, n, id);
@@ -424,6 +431,20 @@ class Pass {
           id = convert(id, a, "reduced before its readers fork: one reduction instead of one on every branch",
                        firstRuledDim(id, a));
     map_[static_cast<size_t>(old.id)] = id;
+  }
+
+  // A view of result k of a node of several: placed as the node itself (its
+  // results are split on the same names), read before any conversion of the
+  // node's first result.
+  void result(const Node& old, Node n) {
+    const int of = made_.at(old.inputs[0]);
+    n.inputs = {of};
+    for (const Placement& p : place_[static_cast<size_t>(of)])
+      if (p.kind == Placement::Shard && !p.flat() && !n.shape.has(p.dim))
+        errors_.push_back(old.where + ": error: result " + std::to_string(n.index) + " of `" + ir::opName(out_.nodes[static_cast<size_t>(of)].op) +
+                          "` lacks its split dim `" + p.dim + "`");
+    Pl place = place_[static_cast<size_t>(of)];
+    map_[static_cast<size_t>(old.id)] = add(std::move(n), std::move(place));
   }
 
   // 1. An input is fed by samples: only its leading dim is split as it is
@@ -654,6 +675,7 @@ class Pass {
   ir::Graph out_;
   std::vector<Pl> place_;
   std::vector<int> map_;
+  std::map<int, int> made_;  // input node → the node made for it, before the conversions of its result
   std::map<std::pair<int, size_t>, std::string> partial_dim_;
   std::map<std::tuple<int, size_t, std::string>, int> sliced_;
   std::map<std::tuple<int, size_t, std::string>, int> converted_;

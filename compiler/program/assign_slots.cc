@@ -85,7 +85,7 @@ void assignSlots(prog::Program& p, prog::Schedule& s, const std::vector<bool>& k
     for (int v : born[pos]) {
       const size_t vi = static_cast<size_t>(v);
       // A size past int64 saturates (the memory check refuses it before a run).
-      const int64_t need = std::max<int64_t>(vi < n ? p[v].shape.elements().value_or(INT64_MAX / 4) : p.groups[vi - n].elements, 1);
+      const int64_t need = std::max<int64_t>(vi < n ? (p[v].results.empty() ? p[v].shape.elements().value_or(INT64_MAX / 4) : ir::storedElements(p[v])) : p.groups[vi - n].elements, 1);
       // Best fit among the free slots; else the largest free one, grown.
       int best = -1, largest = -1;
       for (int k : free) {

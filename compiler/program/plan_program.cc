@@ -380,6 +380,9 @@ class Planner {
     const int grp = group_of_[static_cast<size_t>(n.id)];
     if (n.op == Op::Param) return {Storage::Param, -1, 0};
     if (n.op == Op::Reshape) return {Storage::Alias, n.inputs[0], 0};
+    // A node's results are one storage (a slot: never a bucket's, a stack's or the caller's, see
+    // computed()); a view of result k is the part of it resultOffset says.
+    if (n.op == Op::Result) return {Storage::Alias, n.inputs[0], ir::resultOffset(p_[n.inputs[0]], n.index)};
     if (n.op == Op::Slice && paramView(n.id)) return {Storage::Alias, n.inputs[0], n.index * elements(p_[n.id])};
     if (n.op == Op::LocalSlice && layout::Placement::isFlat(n.names[0])) {
       // A flat piece of a value without kept dims is one run of it.
@@ -407,10 +410,11 @@ class Planner {
   }
 
   // Can a kernel compute this value straight into other memory? Not when it
-  // is a view or fed, or not a float.
+  // is a view or fed, or not a float, or one of a node's several results
+  // (they are one storage).
   bool computed(const Node& n) const {
     return n.op != Op::Param && n.op != Op::Input && n.op != Op::Reshape && n.op != Op::Slice && n.op != Op::Update &&
-           !isCollective(n.op) && isFloat(n.dtype);
+           n.op != Op::Result && n.results.empty() && !isCollective(n.op) && isFloat(n.dtype);
   }
 
   // 4, training only: into buckets, into stacks, into the caller's memory.
@@ -576,7 +580,11 @@ prog::Program planProgram(const ir::Graph& g, const layout::Layout& layout, cons
   p.nodes = g.nodes;
   p.placement = layout.of;
   p.placement.resize(g.nodes.size(), std::vector<layout::Placement>(p.mesh.size()));
-  for (ir::Node& n : p.nodes) n.shape = layout::localShape(n.shape, p.placement[static_cast<size_t>(n.id)], p.mesh, p.coords);
+  for (ir::Node& n : p.nodes) {
+    n.shape = layout::localShape(n.shape, p.placement[static_cast<size_t>(n.id)], p.mesh, p.coords);
+    for (ir::Result& r : n.results)  // split on the same names as the node (the layout pass)
+      r.shape = layout::localShape(r.shape, p.placement[static_cast<size_t>(n.id)], p.mesh, p.coords);
+  }
   for (ir::Node& n : p.nodes) {
     if (n.op == ir::Op::Dropout || n.op == ir::Op::DropoutGrad) dropoutBlock(g, p, n);
     windowOf(g, p, n);

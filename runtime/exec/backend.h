@@ -64,6 +64,9 @@ class Backend {
   // shape, dtype and storage the executor has prepared from the node.
   virtual KernelStatus run(const ir::Node& n, const std::vector<const TensorView*>& in, TensorView& out,
                            const RunContext& ctx) = 0;
+  // A node of several results (ir::Node::results): out[k] is result k, out[0] the node's own.
+  virtual KernelStatus runResults(const ir::Node& n, const std::vector<const TensorView*>& in,
+                                  const std::vector<TensorView*>& out, const RunContext& ctx) = 0;
 };
 
 // Runs a program's fused regions (core/program.h Program::fused), each as

@@ -183,14 +183,27 @@ KernelStatus Executor::runNode(const prog::Schedule& s, int id, const RunContext
   }
   const prog::Storage& st = s.storage[static_cast<size_t>(id)];
   if (st.kind == prog::Storage::Alias && !n.inputs.empty() && st.index == n.inputs[0] &&
-      (n.op == ir::Op::Reshape || n.op == ir::Op::Slice || n.op == ir::Op::LocalSlice))
+      (n.op == ir::Op::Reshape || n.op == ir::Op::Slice || n.op == ir::Op::LocalSlice || n.op == ir::Op::Result))
     return {};  // a view of its input: its data is its source's (an alias elsewhere, a block of a stack, is computed)
   if (n.op == ir::Op::Update) return {};  // in place on its parameter's piece: runUpdate
   if (n.op == ir::Op::LocalSlice) return localSlice(n, views_[static_cast<size_t>(n.inputs[0])], v);
   std::vector<const TensorView*> ins;
   ins.reserve(n.inputs.size());
   for (int x : n.inputs) ins.push_back(&views_[static_cast<size_t>(x)]);
-  return backend_.run(n, ins, v, ctx);
+  if (n.results.empty()) return backend_.run(n, ins, v, ctx);
+  // Results 1, 2, … follow the first in the node's storage (the views of
+  // them, Op::Result nodes, point there).
+  results_.resize(n.results.size());
+  std::vector<TensorView*> outs = {&v};
+  for (size_t k = 0; k < n.results.size(); ++k) {
+    TensorView& r = results_[k];
+    r.shape = n.results[k].shape;
+    r.dtype = n.results[k].dtype;
+    r.elements = r.shape.elements().value_or(0);
+    r.data = static_cast<uint32_t*>(v.data) + ir::resultOffset(n, static_cast<int64_t>(k) + 1);
+    outs.push_back(&r);
+  }
+  return backend_.runResults(n, ins, outs, ctx);
 }
 
 // This rank's block of a replicated value along a dim that is not its

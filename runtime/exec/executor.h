@@ -117,6 +117,7 @@ class Executor {
   optim::MultiTensorUpdate* multi_update_ = nullptr;
   std::vector<optim::TensorStep> pending_;  // updates waiting for one multi-tensor call
   std::vector<TensorView> views_;  // per node, this run
+  std::vector<TensorView> results_;  // the running node's results past its first
   struct Slot {
     std::unique_ptr<uint32_t[]> words;  // f32 and i32 are both one 4-byte word
   };

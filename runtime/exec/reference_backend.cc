@@ -147,11 +147,6 @@ ref::Tensor runPlain(const Node& n, const std::vector<ref::Tensor>& x, const Run
     case Op::RmsNormalize: return ref::rmsNormalize(x[0], n.names, n.scalar);
     case Op::NormalizeGrad: return ref::normalizeBackward(x[0], n.names, n.scalar, x[1]);
     case Op::RmsNormalizeGrad: return ref::rmsNormalizeBackward(x[0], n.names, n.scalar, x[1]);
-    case Op::Attention: return ref::attention(x[0], x[1], x[2], n.flag);
-    case Op::AttentionGrad: {
-      ref::AttentionGrads g = ref::attentionBackward(x[0], x[1], x[2], n.flag, x[3]);
-      return n.index == 0 ? g.dq : n.index == 1 ? g.dk : g.dv;
-    }
     case Op::Dropout:
       if (!n.block.empty()) return ref::dropoutBlock(x[0], n.scalar, dropoutSeed(ctx.seed, n.index), ctx.training, n.block);
       return ref::dropout(x[0], n.scalar, dropoutSeed(ctx.seed, n.index), ctx.training, static_cast<uint64_t>(n.offset));
@@ -171,8 +166,30 @@ class ReferenceBackend final : public Backend {
  public:
   const char* name() const override { return "reference"; }
 
+  KernelStatus runResults(const Node& n, const std::vector<const TensorView*>& in, const std::vector<TensorView*>& out,
+                          const RunContext& ctx) override {
+    std::vector<ref::Tensor> x;
+    for (const TensorView* v : in) x.push_back(toRef(*v));
+    std::vector<ref::Tensor> y;
+    if (n.op == Op::Attention && x.size() == 3) {
+      ref::AttentionResults r = ref::attentionResults(x[0], x[1], x[2], n.flag);
+      y = {r.out, r.lse};
+    } else if (n.op == Op::AttentionGrad && x.size() == 6) {  // from q, k, v and dy alone (ref::attentionBackward)
+      ref::AttentionGrads g = ref::attentionBackward(x[0], x[1], x[2], n.flag, x[5]);
+      y = {g.dq, g.dk, g.dv};
+    }
+    if (y.empty() || y.size() != out.size())
+      return {false, std::string("reference backend: no kernel for ") + ir::opName(n.op) + " with " +
+                         std::to_string(out.size()) + " results"};
+    for (size_t k = 0; k < y.size(); ++k)
+      if (KernelStatus st = store(y[k], *out[k]); !st.ok) return st;
+    return {};
+  }
+
   KernelStatus run(const Node& n, const std::vector<const TensorView*>& in, TensorView& out,
                    const RunContext& ctx) override {
+    if (!n.results.empty())
+      return {false, std::string("reference backend: ") + ir::opName(n.op) + " has several results (runResults)"};
     if (n.op == Op::Input || n.op == Op::Param || n.op == Op::Update)
       return {false, std::string("reference backend: ") + ir::opName(n.op) + " is not a kernel"};
     std::vector<ref::Tensor> x;

@@ -34,10 +34,14 @@ double trainMatmulFlops(const prog::Program& p) {
     if (n.op == ir::Op::Contract && n.inputs.size() >= 2) {
       total += contractFlops(p[n.inputs[0]].shape, p[n.inputs[1]].shape);
     } else if ((n.op == ir::Op::Attention || n.op == ir::Op::AttentionGrad) && n.inputs.size() >= 2) {
-      // q [lead…, seq_q, heads, dim], k [lead…, seq_k, heads, dim]
+      // q [lead…, seq_q, heads, dim], k [lead…, seq_k, heads, dim]: each product of a [seq_q, dim] and a
+      // [dim, seq_k] view is 2·elements(q)·seq_k. The forward makes S = q·kᵀ and P·v; the backward
+      // dP = dy·vᵀ, dv, dq and dk (its recomputed S is not counted).
       const Shape& q = p[n.inputs[0]].shape;
       const Shape& k = p[n.inputs[1]].shape;
-      if (q.rank() >= 3 && k.rank() == q.rank()) total += 4 * elements(q) * static_cast<double>(k.dims[k.rank() - 3].size);
+      const double products = n.op == ir::Op::Attention ? 2 : 4;
+      if (q.rank() >= 3 && k.rank() == q.rank())
+        total += 2 * products * elements(q) * static_cast<double>(k.dims[k.rank() - 3].size);
     }
   }
   return total;

@@ -114,6 +114,7 @@ void checkGraph(const char* spec) {
   std::mt19937 rng(7);
   std::map<int, int> ranges = intRanges(g);
   std::vector<Buf> rv(g.nodes.size()), fv(g.nodes.size());  // reference values; free-running fast values
+  std::vector<std::vector<Buf>> rx(g.nodes.size()), fx(g.nodes.size());  // every result of each
   int checked = 0;
   for (const ir::Node& n : g.nodes) {
     if (n.op == ir::Op::Update) continue;
@@ -129,16 +130,19 @@ void checkGraph(const char* spec) {
       rin.push_back(&rv[static_cast<size_t>(k)]);
       fin.push_back(&fv[static_cast<size_t>(k)]);
     }
-    Outcome r = runNode(*ref, n, rin, ctx);
+    Outcomes r = evalNode(*ref, n, rin, rx, ctx);
     ASSERT_TRUE(r.status.ok) << "%" << n.id << ": " << r.status.message;
-    Outcome f = runNode(*fast, n, rin, ctx);  // the reference's inputs: this node's error only
+    Outcomes f = evalNode(*fast, n, rin, rx, ctx);  // the reference's inputs: this node's error only
     ASSERT_TRUE(f.status.ok) << "%" << n.id << ": " << f.status.message;
-    EXPECT_TRUE(close(f.out, r.out, 1e-5)) << "%" << n.id << " " << ir::opName(n.op) << " " << n.fn << " at "
-                                           << n.where;
-    Outcome chain = runNode(*fast, n, fin, ctx);
+    for (size_t k = 0; k < r.out.size(); ++k)
+      EXPECT_TRUE(close(f.out.at(k), r.out[k], 1e-5)) << "%" << n.id << " " << ir::opName(n.op) << " " << n.fn
+                                                      << " result " << k << " at " << n.where;
+    Outcomes chain = evalNode(*fast, n, fin, fx, ctx);
     ASSERT_TRUE(chain.status.ok) << chain.status.message;
-    rv[id] = std::move(r.out);
-    fv[id] = std::move(chain.out);
+    rv[id] = r.out.at(0);
+    fv[id] = chain.out.at(0);
+    rx[id] = std::move(r.out);
+    fx[id] = std::move(chain.out);
     ++checked;
   }
   EXPECT_GT(checked, 20);
@@ -166,6 +170,7 @@ void checkExecutor(const char* spec, bool reference) {
   std::map<int, int> ranges = intRanges(g);
   std::map<std::string, Buf> params, inputs;
   std::vector<Buf> v(g.nodes.size());
+  std::vector<std::vector<Buf>> vx(g.nodes.size());
   for (const ir::Node& n : g.nodes) {
     if (n.op == ir::Op::Update) continue;
     const size_t id = static_cast<size_t>(n.id);
@@ -183,9 +188,10 @@ void checkExecutor(const char* spec, bool reference) {
     }
     std::vector<Buf*> in;
     for (int k : n.inputs) in.push_back(&v[static_cast<size_t>(k)]);
-    Outcome o = runNode(*be, n, in, ctx);
+    Outcomes o = evalNode(*be, n, in, vx, ctx);
     ASSERT_TRUE(o.status.ok) << "%" << n.id << ": " << o.status.message;
-    v[id] = std::move(o.out);
+    v[id] = o.out.at(0);
+    vx[id] = std::move(o.out);
   }
   const prog::Program program = program::planProgram(g);
   Executor ex(program, *be);

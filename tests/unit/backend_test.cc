@@ -300,28 +300,7 @@ TEST_F(BackendTest, EmbedGradIntoADenseGradient) {
   checkFails(into, {&ids, &dy, &base}, "out of range");
 }
 
-TEST_F(BackendTest, AttentionCausalAndNot) {
-  struct Case {
-    Dim sq, sk;
-  };
-  const Dim heads{"heads", 3}, dim{"head_dim", 8};
-  for (Case c : {Case{Dim{"seq", 7}, Dim{"seq", 7}}, Case{Dim{"seq", 5}, Dim{"seq", 9}},
-                 Case{Dim{"seq", 9}, Dim{"seq", 4}}}) {
-    Shape qs = sh({H, c.sq, heads, dim}), ks = sh({H, c.sk, heads, dim});
-    Buf q = rand(qs), k = rand(ks), v = rand(ks), dy = rand(qs);
-    for (bool causal : {false, true}) {
-      Node n = node(Op::Attention, qs);
-      n.flag = causal;
-      check(n, {&q, &k, &v});
-      for (int which = 0; which < 3; ++which) {
-        Node g = node(Op::AttentionGrad, which == 0 ? qs : ks);
-        g.flag = causal;
-        g.index = which;
-        check(g, {&q, &k, &v, &dy});
-      }
-    }
-  }
-}
+// Attention (a node of several results): attention_test.cc.
 
 TEST_F(BackendTest, CrossEntropyFusedWithLogSoftmax) {
   const Dim cls{"classes", 10};

@@ -68,6 +68,46 @@ inline Outcome runNode(Backend& be, const ir::Node& n, std::vector<Buf*> in, con
   return o;
 }
 
+// A node of several results (ir::Node::results): out[k] is result k. `fill` is
+// written into every output first (NaN shows an element a kernel leaves unwritten).
+struct Outcomes {
+  KernelStatus status;
+  std::vector<Buf> out;
+};
+
+inline Outcomes runResults(Backend& be, const ir::Node& n, std::vector<Buf*> in, const RunContext& ctx,
+                           float fill = 0.0f) {
+  std::vector<TensorView> views;
+  for (Buf* b : in) views.push_back(b->view());
+  std::vector<const TensorView*> ptrs;
+  for (const TensorView& v : views) ptrs.push_back(&v);
+  Outcomes o;
+  for (int64_t k = 0; k <= static_cast<int64_t>(n.results.size()); ++k) {
+    const ir::Result r = ir::resultOf(n, k);
+    o.out.emplace_back(r.shape, r.dtype);
+    o.out.back().f.assign(o.out.back().f.size(), fill);
+  }
+  std::vector<TensorView> outs;
+  for (Buf& b : o.out) outs.push_back(b.view());
+  std::vector<TensorView*> out_ptrs;
+  for (TensorView& v : outs) out_ptrs.push_back(&v);
+  o.status = be.runResults(n, ptrs, out_ptrs, ctx);
+  return o;
+}
+
+// Node-by-node evaluation of a graph: `results[id]` holds node id's results
+// (one for most nodes). Runs n (any node but Input, Param, Update) on `in`,
+// its inputs' first results; a Result node (a view) takes its input's result
+// `index` from `results`, a node of several results runs through runResults.
+inline Outcomes evalNode(Backend& be, const ir::Node& n, std::vector<Buf*> in,
+                         const std::vector<std::vector<Buf>>& results, const RunContext& ctx) {
+  if (n.op == ir::Op::Result)
+    return {{}, {results.at(static_cast<size_t>(n.inputs.at(0))).at(static_cast<size_t>(n.index))}};
+  if (!n.results.empty()) return runResults(be, n, in, ctx);
+  Outcome o = runNode(be, n, in, ctx);
+  return {o.status, {std::move(o.out)}};
+}
+
 // Floats: |fast − ref| ≤ rtol·(|ref| + 0.1·max|ref|) + atol per element: the
 // second term allows for cancellation in sums whose terms are of the tensor's
 // scale, atol for tensors that are pure rounding noise (a gradient that is 0

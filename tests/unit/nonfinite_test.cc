@@ -126,6 +126,25 @@ std::vector<GoldenCase> loadGolden(const std::string& kernel) {
   return ::testing::AssertionSuccess();
 }
 
+// Attention is a node of several results: the forward gives out and lse, and
+// the golden's AttentionGrad case (inputs q, k, v, dy; index = which of dq,
+// dk, dv) is the one backward node fed with this backend's own out and lse.
+Outcome runAttention(Backend& be, const GoldenCase& c, std::vector<Buf*> in) {
+  Node fwd = c.node;
+  fwd.op = Op::Attention;
+  fwd.shape = c.inputs.at(0).shape;
+  Shape lse = fwd.shape;
+  lse.dims.pop_back();
+  fwd.results = {ir::Result{lse, DType::F32}};
+  Outcomes f = runResults(be, fwd, {in[0], in[1], in[2]}, c.ctx);
+  if (!f.status.ok || c.node.op == Op::Attention) return {f.status, f.status.ok ? f.out.at(0) : Buf{}};
+  Node bwd = c.node;
+  bwd.shape = c.inputs.at(0).shape;
+  bwd.results = {ir::Result{c.inputs.at(1).shape, DType::F32}, ir::Result{c.inputs.at(2).shape, DType::F32}};
+  Outcomes b = runResults(be, bwd, {in[0], in[1], in[2], &f.out[0], &f.out[1], in[3]}, c.ctx);
+  return {b.status, b.status.ok ? b.out.at(static_cast<size_t>(c.node.index)) : Buf{}};
+}
+
 void checkKernel(const std::string& kernel) {
   std::vector<GoldenCase> cases = loadGolden(kernel);
   ASSERT_FALSE(cases.empty()) << kernel;
@@ -134,7 +153,8 @@ void checkKernel(const std::string& kernel) {
     std::vector<Buf*> in;
     for (Buf& b : c.inputs) in.push_back(&b);
     for (auto& be : backends) {
-      Outcome o = runNode(*be, c.node, in, c.ctx);
+      const bool attention = c.node.op == Op::Attention || c.node.op == Op::AttentionGrad;
+      Outcome o = attention ? runAttention(*be, c, in) : runNode(*be, c.node, in, c.ctx);
       ASSERT_TRUE(o.status.ok) << c.label << " on " << be->name() << ": " << o.status.message;
       EXPECT_TRUE(matches(o.out, c.expect)) << c.label << " on the " << be->name() << " backend";
     }

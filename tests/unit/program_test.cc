@@ -72,7 +72,7 @@ class SlotSimulator {
     const Storage& st = s_.storage[static_cast<size_t>(r)];
     if (st.kind != Storage::Slot) return;
     ASSERT_GE(st.index, 0) << where() << ": %" << r << " has no slot number";
-    const int64_t need = std::max<int64_t>(p_[r].shape.elements().value_or(0), 1);
+    const int64_t need = std::max<int64_t>(ir::storedElements(p_[r]), 1);  // every result of a node of several
     EXPECT_LE(need, s_.slot_words[static_cast<size_t>(st.index)]) << where() << ": %" << r << " does not fit its slot";
     int& h = holder_[static_cast<size_t>(st.index)];
     ASSERT_TRUE(h == -1 || h == r) << where() << ": %" << v << " is written into slot " << st.index << " while %" << h

@@ -178,6 +178,33 @@ void expectMegatronCollectives(bool llama) {
 
 TEST(TensorParallel, MegatronCollectivesOnAGpt) { expectMegatronCollectives(false); }
 
+// Attention's several results (out and log-sum-exp; dq, dk, dv) and their
+// views are split by heads like its inputs, and each rank's program holds
+// its heads of every result in the node's one slot.
+TEST(TensorParallel, AttentionResultsSplitByHeads) {
+  auto fe = compile(gptSpec("mesh tp = 2; split heads over tp; split hidden over tp", 8, 1), 2);
+  const ir::Graph& g = fe->graph();
+  const prog::Program p = program::planProgram(g, fe->layout(), {1});
+  int nodes = 0, views = 0;
+  for (const ir::Node& n : g.nodes) {
+    const bool several = n.op == ir::Op::Attention || n.op == ir::Op::AttentionGrad;
+    if (!several && n.op != ir::Op::Result) continue;
+    (several ? nodes : views) += 1;
+    const layout::Placement& pl = fe->layout().of[static_cast<size_t>(n.id)][0];
+    EXPECT_TRUE(pl.kind == layout::Placement::Shard && pl.dim == "heads") << ir::printNode(n);
+    for (int64_t k = 0; k <= static_cast<int64_t>(p[n.id].results.size()); ++k) {
+      const Shape& local = ir::resultOf(p[n.id], k).shape;
+      EXPECT_EQ(local.dims[static_cast<size_t>(local.find("heads"))].size, 2) << ir::printNode(p[n.id]);  // 4 heads over 2 ranks
+    }
+    if (n.op == ir::Op::Result) {
+      EXPECT_EQ(p.train.storage[static_cast<size_t>(n.id)].kind, prog::Storage::Alias);
+      EXPECT_EQ(p.train.storage[static_cast<size_t>(n.id)].offset, ir::resultOffset(p[n.inputs[0]], n.index));
+    }
+  }
+  EXPECT_EQ(nodes, 2 * 2) << "2 layers, forward and backward";
+  EXPECT_EQ(views, 3 * 2) << "per layer: the lse, dk and dv";
+}
+
 // Sequence parallelism (Korthikanti et al. 2022): `split seq over tp` after
 // the heads and hidden rules. Per layer, forward: an all-gather of [batch,
 // seq, d] into attention and into the MLP, a reduce-scatter out of each;

@@ -1,17 +1,38 @@
-// Scaled dot-product attention, one (leading index, head) at a time: the
-// scores S = q·kᵀ/√D and the output P·v are GEMMs on strided views of the
-// [seq, heads, dim] tensors (leading dimension heads·dim), so nothing is
-// copied; P [seq_q, seq_k] is materialised per head in scratch. Not fused
-// (no flash-style tiling) and single-threaded outside the GEMMs.
+// Scaled dot-product attention, FlashAttention-2 style: per (leading index,
+// head) pair, blocks of kBlockQ queries against blocks of kBlockK keys with
+// an online softmax, so no [seq_q, seq_k] buffer exists; each thread's
+// scratch is a few tiles (O(block² + block·dim), plus seq_q row terms in the
+// backward). The forward saves each row's log-sum-exp (lse); the backward
+// recomputes a tile's probabilities from it, P = exp(S − lse), and with
+// D_i = Σ_d dy_i·out_i (= Σ_j P_ij·dP_ij):
+//   dv = Pᵀ·dy,  dP = dy·vᵀ,  dS = P ⊙ (dP − D) / √dim,  dq = dS·k,  dk = dSᵀ·q
+// accumulating dk and dv per key block and dq per query row.
 //
-// Backward (S scaled scores, P = softmax S):
-//   dv = Pᵀ·dy,  dP = dy·vᵀ,  dS = P ⊙ (dP − Σ_j P·dP),  dq = dS·k/√D,  dk = dSᵀ·q/√D
-// Each AttentionGrad node asks for one of dq, dk, dv and recomputes P.
+// Hand-written loops rather than generated ones (docs/compiler.md, "Fused
+// attention"): the online softmax's running max and rescaling, the causal
+// block skipping and the non-finite rules below are control flow the
+// elementwise kernel generator does not express, and these tiles are small
+// enough that vectorised loops over them need no GEMM library (which would
+// also bring its own threads inside ours).
+//
+// Threads: the pairs are shared out over `threads` OpenMP threads; each pair
+// is computed by one thread, in one fixed order, with no atomics, so results
+// are bitwise the same for any thread count.
+//
+// Causal: a key block no query of the block sees is skipped. Masked entries
+// are exactly 0, as the reference's; but the reference (and torch) still
+// multiply them, 0·inf = NaN: a NaN or inf in a pair's q, k, v (or dy) then
+// spreads to rows that never see it. A pair holding one is computed without
+// skipping, and its backward's D_i = Σ_j P_ij·dP_ij over every key as the
+// reference's, so NaN lands where the reference puts it. (Scores that
+// overflow from finite inputs are not looked for.)
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
-#include "runtime/kernels/fast/gemm.h"
+#include <omp.h>
+
 #include "runtime/kernels/fast/kernels.h"
 #include "runtime/kernels/fast/simd.h"
 #include "runtime/kernels/fast/vmath.h"
@@ -20,11 +41,16 @@ namespace dtl::rt::fast {
 
 namespace {
 
+constexpr int64_t kBlockQ = 64, kBlockK = 64;
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
 struct Heads {
   int64_t lead = 1, sq = 0, sk = 0, heads = 0, dim = 0;
   int64_t ld() const { return heads * dim; }  // row stride of one head's [seq, dim] view
   int64_t qOffset(int64_t b, int64_t h) const { return b * sq * ld() + h * dim; }
   int64_t kOffset(int64_t b, int64_t h) const { return b * sk * ld() + h * dim; }
+  int64_t lseOffset(int64_t b, int64_t h) const { return b * sq * heads + h; }  // stride `heads`
+  int64_t visible(int64_t i, bool causal) const { return causal ? std::min(i + 1, sk) : sk; }
 };
 
 Heads headsOf(const Shape& q, const Shape& k) {
@@ -38,102 +64,299 @@ Heads headsOf(const Shape& q, const Shape& k) {
   return l;
 }
 
-// Row i of P: softmax over the visible keys j < min(i + 1, sk) (all when not
-// causal); masked entries exactly 0.
-DTL_FAST_CLONES void maskedSoftmaxRows(float* DTL_RESTRICT p, int64_t sq, int64_t sk, bool causal) {
-  for (int64_t i = 0; i < sq; ++i) {
-    float* row = p + i * sk;
-    const int64_t visible = causal ? std::min(i + 1, sk) : sk;
-    float m = -INFINITY;
-    DTL_SIMD_MAX(m)
-    for (int64_t j = 0; j < visible; ++j) m = m > row[j] ? m : row[j];
-    float total = 0;
-    DTL_SIMD_SUM(total)
-    for (int64_t j = 0; j < visible; ++j) total += row[j] = std::exp(row[j] - m);
-    const float inv = 1.0f / total;
-    DTL_SIMD for (int64_t j = 0; j < visible; ++j) row[j] *= inv;
-    for (int64_t j = visible; j < sk; ++j) row[j] = 0.0f;
+// Does the [rows, dim] view at x (row stride ld) hold a NaN or inf?
+DTL_FAST_CLONES bool nonFinite(const float* DTL_RESTRICT x, int64_t rows, int64_t dim, int64_t ld) {
+  float acc = 0;  // x·0 is 0 for finite x, NaN otherwise
+  for (int64_t i = 0; i < rows; ++i) {
+    DTL_SIMD_SUM(acc)
+    for (int64_t d = 0; d < dim; ++d) acc += x[i * ld + d] * 0.0f;
+  }
+  return acc != 0.0f;
+}
+
+// d [rows] = the row-wise dot products of two [rows, dim] views (row stride
+// ld), summed in gemmTile's order (and clone): with one key, out = v and
+// dP − D is exactly 0, as the reference's.
+DTL_FAST_CLONES void rowDots(const float* DTL_RESTRICT a, const float* DTL_RESTRICT b, int64_t rows, int64_t dim,
+                             int64_t ld, float* DTL_RESTRICT d) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float sum = 0;
+    for (int64_t c = 0; c < dim; ++c) sum += a[i * ld + c] * b[i * ld + c];
+    d[i] = sum;
   }
 }
 
-// dP becomes dS = P ⊙ (dP − Σ_j P·dP) · scale, row by row; masked entries exactly
-// 0 (as the reference and torch, even where P·(dP − row) would be 0·inf = NaN).
-DTL_FAST_CLONES void softmaxBackRows(float* DTL_RESTRICT dp, const float* DTL_RESTRICT p, int64_t sq, int64_t sk,
-                                     float scale, bool causal) {
-  for (int64_t i = 0; i < sq; ++i) {
-    float* d = dp + i * sk;
-    const float* pr = p + i * sk;
-    const int64_t visible = causal ? std::min(i + 1, sk) : sk;
-    float row = 0;
-    DTL_SIMD_SUM(row)
-    for (int64_t j = 0; j < sk; ++j) row += pr[j] * d[j];
-    DTL_SIMD for (int64_t j = 0; j < visible; ++j) d[j] = pr[j] * (d[j] - row) * scale;
-    for (int64_t j = visible; j < sk; ++j) d[j] = 0.0f;
+// xt [dim, rows] = the [rows, dim] view at x transposed.
+DTL_FAST_CLONES void transposeRows(const float* DTL_RESTRICT x, int64_t ld, int64_t rows, int64_t dim,
+                                   float* DTL_RESTRICT xt) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t d = 0; d < dim; ++d) xt[d * rows + r] = x[r * ld + d];
+}
+
+// 16 floats as one GCC vector: one zmm register in the AVX-512 clone, two
+// ymm in the AVX2 one, four xmm otherwise; named accumulators stay in
+// registers where a float array would live on the stack.
+typedef float V16 __attribute__((vector_size(64)));
+constexpr int kW = 16;
+
+// One register block of gemmTile: R rows × 16 columns of c (`width` of them
+// when not Full), summed over k in order. Inlined into gemmTile's clones.
+template <int R, bool Full>
+__attribute__((always_inline)) inline void gemmBlock(int64_t k, const float* DTL_RESTRICT a, int64_t lda,
+                                                     const float* DTL_RESTRICT b, int64_t ldb, float* DTL_RESTRICT c,
+                                                     int64_t ldc, float scale, bool accumulate, int64_t width) {
+  V16 acc[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r] = V16{};
+  for (int64_t p = 0; p < k; ++p) {
+    V16 bv;
+    if constexpr (Full) {
+      std::memcpy(&bv, b + p * ldb, sizeof bv);
+    } else {
+      float part[kW] = {};
+      std::memcpy(part, b + p * ldb, static_cast<size_t>(width) * sizeof(float));
+      std::memcpy(&bv, part, sizeof bv);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[r] += a[r * lda + p] * bv;
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    float* row = c + r * ldc;
+    if constexpr (Full) {
+      V16 old;
+      std::memcpy(&old, row, sizeof old);
+      const V16 next = accumulate ? old + acc[r] : scale * acc[r];
+      std::memcpy(row, &next, sizeof next);
+    } else {
+      float out[kW];
+      std::memcpy(out, &acc[r], sizeof out);
+      for (int64_t w = 0; w < width; ++w) row[w] = accumulate ? row[w] + out[w] : scale * out[w];
+    }
   }
 }
 
-// P for head (b, h) into p [sq, sk].
-bool probabilities(const Heads& l, const float* q, const float* k, bool causal, int64_t b, int64_t h, float* p,
-                   std::string* err) {
+// c [m, n] (row stride ldc) = scale · a·b, or c + a·b when `accumulate`:
+// a [m, k] (row stride lda), b [k, n] (row stride ldb). Each element is its
+// k products summed in order from 0, whatever the block it falls in.
+DTL_FAST_CLONES void gemmTile(int64_t m, int64_t n, int64_t k, const float* DTL_RESTRICT a, int64_t lda,
+                              const float* DTL_RESTRICT b, int64_t ldb, float* DTL_RESTRICT c, int64_t ldc, float scale,
+                              bool accumulate) {
+  constexpr int R = 8;
+  int64_t i = 0;
+  for (; i + R <= m; i += R) {
+    int64_t j = 0;
+    for (; j + kW <= n; j += kW)
+      gemmBlock<R, true>(k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, scale, accumulate, kW);
+    if (j < n) gemmBlock<R, false>(k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, scale, accumulate, n - j);
+  }
+  for (; i < m; ++i) {
+    int64_t j = 0;
+    for (; j + kW <= n; j += kW)
+      gemmBlock<1, true>(k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, scale, accumulate, kW);
+    if (j < n) gemmBlock<1, false>(k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, scale, accumulate, n - j);
+  }
+}
+
+// One query row meets one key block: s [cols] (scores; `vis` of them
+// visible) becomes its unnormalised probabilities against the row's running
+// max m (masked ones 0), and the running sum and o [dim] (Σ_j p_j·v_j so
+// far) are rescaled when the max grows; the caller then adds this block's
+// p·v. While every score so far is −inf the exponents use 0, not −inf
+// (exp(−inf + inf) would be NaN): a row that later sees a finite score is
+// unharmed; one that never does ends with sum 0 and out NaN, as the reference.
+DTL_FAST_CLONES void onlineRow(float* DTL_RESTRICT s, int64_t vis, int64_t cols, float& m, float& sum,
+                               float* DTL_RESTRICT o, int64_t dim) {
+  float block = -kInf;
+  for (int64_t j = 0; j < vis; ++j) block = s[j] > block ? s[j] : block;  // skips NaN; exp(NaN) still spreads it
+  const float next = block > m ? block : m;
+  const float base = next == -kInf ? 0.0f : next;
+  const float keep = std::exp(m - base);
+  float added = 0;
+  DTL_SIMD_SUM(added)
+  for (int64_t j = 0; j < vis; ++j) added += s[j] = std::exp(s[j] - base);
+  for (int64_t j = vis; j < cols; ++j) s[j] = 0.0f;  // still multiplied by v: 0·inf = NaN as the reference's
+  sum = sum * keep + added;
+  DTL_SIMD for (int64_t d = 0; d < dim; ++d) o[d] *= keep;
+  m = next;
+}
+
+struct ForwardTiles {
+  float *kt, *s, *o, *m, *sum;
+  static int64_t words(int64_t dim) { return dim * kBlockK + kBlockQ * kBlockK + kBlockQ * dim + 2 * kBlockQ; }
+  ForwardTiles(float* w, int64_t dim)
+      : kt(w), s(kt + dim * kBlockK), o(s + kBlockQ * kBlockK), m(o + kBlockQ * dim), sum(m + kBlockQ) {}
+};
+
+void forwardPair(const Heads& l, const float* q, const float* k, const float* v, bool causal, int64_t b, int64_t h,
+                 float* y, float* lse, float* work) {
+  ForwardTiles t(work, l.dim);
+  const int64_t ld = l.ld(), qo = l.qOffset(b, h), ko = l.kOffset(b, h);
   const float scale = 1.0f / std::sqrt(static_cast<float>(l.dim));
-  if (!sgemm('N', 'T', l.sq, l.sk, l.dim, scale, q + l.qOffset(b, h), l.ld(), k + l.kOffset(b, h), l.ld(), 0.0f, p,
-             l.sk, err))
-    return false;
-  maskedSoftmaxRows(p, l.sq, l.sk, causal);
-  return true;
+  const bool skip = causal && !nonFinite(q + qo, l.sq, l.dim, ld) && !nonFinite(k + ko, l.sk, l.dim, ld) &&
+                    !nonFinite(v + ko, l.sk, l.dim, ld);
+  for (int64_t q0 = 0; q0 < l.sq; q0 += kBlockQ) {
+    const int64_t rows = std::min(kBlockQ, l.sq - q0);
+    std::fill(t.m, t.m + rows, -kInf);
+    std::fill(t.sum, t.sum + rows, 0.0f);
+    std::fill(t.o, t.o + rows * l.dim, 0.0f);
+    const int64_t kend = skip ? l.visible(q0 + rows - 1, true) : l.sk;
+    for (int64_t k0 = 0; k0 < kend; k0 += kBlockK) {
+      const int64_t cols = std::min(kBlockK, l.sk - k0);
+      transposeRows(k + ko + k0 * ld, ld, cols, l.dim, t.kt);
+      gemmTile(rows, cols, l.dim, q + qo + q0 * ld, ld, t.kt, cols, t.s, cols, scale, false);
+      for (int64_t i = 0; i < rows; ++i) {
+        const int64_t vis = std::clamp<int64_t>(l.visible(q0 + i, causal) - k0, 0, cols);
+        onlineRow(t.s + i * cols, vis, cols, t.m[i], t.sum[i], t.o + i * l.dim, l.dim);
+      }
+      gemmTile(rows, l.dim, cols, t.s, cols, v + ko + k0 * ld, ld, t.o, l.dim, 1.0f, true);
+    }
+    for (int64_t i = 0; i < rows; ++i) {
+      float* out = y + qo + (q0 + i) * ld;
+      for (int64_t d = 0; d < l.dim; ++d) out[d] = t.o[i * l.dim + d] / t.sum[i];
+      lse[l.lseOffset(b, h) + (q0 + i) * l.heads] = t.sum[i] == 0.0f ? NAN : t.m[i] + std::log(t.sum[i]);
+    }
+  }
+}
+
+struct BackwardTiles {
+  float *kt, *vt, *p, *ds, *pt, *dk, *dv, *rowterm;
+  static int64_t words(int64_t dim, int64_t sq) {
+    return 2 * dim * kBlockK + 3 * kBlockQ * kBlockK + 2 * kBlockK * dim + sq;
+  }
+  BackwardTiles(float* w, int64_t dim)
+      : kt(w), vt(kt + dim * kBlockK), p(vt + dim * kBlockK), ds(p + kBlockQ * kBlockK), pt(ds + kBlockQ * kBlockK),
+        dk(pt + kBlockQ * kBlockK), dv(dk + kBlockK * dim), rowterm(dv + kBlockK * dim) {}
+};
+
+// One row of probabilityTiles: p = exp(s − lse) (masked 0) and, with `d`,
+// dP in ds becomes dS = p·(dP − D)·scale (masked 0).
+DTL_FAST_CLONES void probabilityRow(float* DTL_RESTRICT p, float* DTL_RESTRICT ds, int64_t vis, int64_t cols,
+                                    float lse, float row_d, float scale, bool d) {
+  DTL_SIMD for (int64_t j = 0; j < vis; ++j) p[j] = std::exp(p[j] - lse);
+  for (int64_t j = vis; j < cols; ++j) p[j] = 0.0f;
+  if (!d) return;
+  DTL_SIMD for (int64_t j = 0; j < vis; ++j) ds[j] = p[j] * (ds[j] - row_d) * scale;
+  for (int64_t j = vis; j < cols; ++j) ds[j] = 0.0f;
+}
+
+// The query block [q0, q0 + rows) against the key block whose transposed k
+// and v are in t.kt, t.vt: t.p = P, t.ds = dS (masked entries 0). Without
+// `d` (D_i still to find), t.ds holds dP.
+void probabilityTiles(const Heads& l, const float* q, const float* dy, const float* lse, bool causal, int64_t b,
+                      int64_t h, int64_t q0, int64_t rows, int64_t k0, int64_t cols, BackwardTiles& t, bool d) {
+  const int64_t ld = l.ld(), qo = l.qOffset(b, h);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(l.dim));
+  gemmTile(rows, cols, l.dim, q + qo + q0 * ld, ld, t.kt, cols, t.p, cols, scale, false);
+  gemmTile(rows, cols, l.dim, dy + qo + q0 * ld, ld, t.vt, cols, t.ds, cols, 1.0f, false);
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t vis = std::clamp<int64_t>(l.visible(q0 + i, causal) - k0, 0, cols);
+    const float row_lse = lse[l.lseOffset(b, h) + (q0 + i) * l.heads], row_d = d ? t.rowterm[q0 + i] : 0.0f;
+    probabilityRow(t.p + i * cols, t.ds + i * cols, vis, cols, row_lse, row_d, scale, d);
+  }
+}
+
+// D_i = Σ_j P_ij·dP_ij over every key, masked P = 0 included, as the
+// reference's (only for a pair holding a NaN or inf: the products with
+// masked entries are what spread them).
+void rowTermsOverAllKeys(const Heads& l, const float* q, const float* k, const float* v, const float* dy,
+                         const float* lse, bool causal, int64_t b, int64_t h, BackwardTiles& t) {
+  const int64_t ld = l.ld(), ko = l.kOffset(b, h);
+  std::fill(t.rowterm, t.rowterm + l.sq, 0.0f);
+  for (int64_t k0 = 0; k0 < l.sk; k0 += kBlockK) {
+    const int64_t cols = std::min(kBlockK, l.sk - k0);
+    transposeRows(k + ko + k0 * ld, ld, cols, l.dim, t.kt);
+    transposeRows(v + ko + k0 * ld, ld, cols, l.dim, t.vt);
+    for (int64_t q0 = 0; q0 < l.sq; q0 += kBlockQ) {
+      const int64_t rows = std::min(kBlockQ, l.sq - q0);
+      probabilityTiles(l, q, dy, lse, causal, b, h, q0, rows, k0, cols, t, false);
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) t.rowterm[q0 + i] += t.p[i * cols + j] * t.ds[i * cols + j];
+    }
+  }
+}
+
+void backwardPair(const Heads& l, const float* q, const float* k, const float* v, const float* y, const float* lse,
+                  const float* dy, bool causal, int64_t b, int64_t h, float* dq, float* dk, float* dv, float* work) {
+  BackwardTiles t(work, l.dim);
+  const int64_t ld = l.ld(), qo = l.qOffset(b, h), ko = l.kOffset(b, h);
+  const bool finite = !nonFinite(q + qo, l.sq, l.dim, ld) && !nonFinite(k + ko, l.sk, l.dim, ld) &&
+                      !nonFinite(v + ko, l.sk, l.dim, ld) && !nonFinite(dy + qo, l.sq, l.dim, ld);
+  if (finite) {
+    rowDots(dy + qo, y + qo, l.sq, l.dim, ld, t.rowterm);
+  } else {
+    rowTermsOverAllKeys(l, q, k, v, dy, lse, causal, b, h, t);
+  }
+  for (int64_t i = 0; i < l.sq; ++i) std::fill(dq + qo + i * ld, dq + qo + i * ld + l.dim, 0.0f);
+  const bool skip = causal && finite;
+  for (int64_t k0 = 0; k0 < l.sk; k0 += kBlockK) {
+    const int64_t cols = std::min(kBlockK, l.sk - k0);
+    transposeRows(k + ko + k0 * ld, ld, cols, l.dim, t.kt);
+    transposeRows(v + ko + k0 * ld, ld, cols, l.dim, t.vt);
+    std::fill(t.dk, t.dk + cols * l.dim, 0.0f);
+    std::fill(t.dv, t.dv + cols * l.dim, 0.0f);
+    // Queries before k0 see none of these keys: start at the block holding query k0.
+    for (int64_t q0 = skip ? k0 / kBlockQ * kBlockQ : 0; q0 < l.sq; q0 += kBlockQ) {
+      const int64_t rows = std::min(kBlockQ, l.sq - q0);
+      probabilityTiles(l, q, dy, lse, causal, b, h, q0, rows, k0, cols, t, true);
+      transposeRows(t.p, cols, rows, cols, t.pt);  // [cols, rows]
+      gemmTile(cols, l.dim, rows, t.pt, rows, dy + qo + q0 * ld, ld, t.dv, l.dim, 1.0f, true);
+      transposeRows(t.ds, cols, rows, cols, t.pt);
+      gemmTile(cols, l.dim, rows, t.pt, rows, q + qo + q0 * ld, ld, t.dk, l.dim, 1.0f, true);
+      gemmTile(rows, l.dim, cols, t.ds, cols, k + ko + k0 * ld, ld, dq + qo + q0 * ld, ld, 1.0f, true);
+    }
+    for (int64_t j = 0; j < cols; ++j) {
+      std::memcpy(dk + ko + (k0 + j) * ld, t.dk + j * l.dim, static_cast<size_t>(l.dim) * sizeof(float));
+      std::memcpy(dv + ko + (k0 + j) * ld, t.dv + j * l.dim, static_cast<size_t>(l.dim) * sizeof(float));
+    }
+  }
+}
+
+// Runs pair(b, h, work) for every pair on up to `threads` threads, each with
+// `words` floats of its own scratch.
+template <typename Pair>
+void eachPair(const Heads& l, int threads, int64_t words, Scratch& s, Pair pair) {
+  const int64_t pairs = l.lead * l.heads;
+  const int team = static_cast<int>(std::clamp<int64_t>(threads, 1, std::max<int64_t>(pairs, 1)));
+  s.c.resize(static_cast<size_t>(words * team));
+  float* scratch = s.c.data();
+#pragma omp parallel for num_threads(team) schedule(static)
+  for (int64_t x = 0; x < pairs; ++x) pair(x / l.heads, x % l.heads, scratch + omp_get_thread_num() * words);
 }
 
 }  // namespace
 
+int64_t attentionScratchBytes(const Shape& q, const Shape& k, bool backward, int threads) {
+  const Heads l = headsOf(q, k);
+  const int64_t per = backward ? BackwardTiles::words(l.dim, l.sq) : ForwardTiles::words(l.dim);
+  return per * std::clamp<int64_t>(threads, 1, std::max<int64_t>(l.lead * l.heads, 1)) * 4;
+}
+
 std::string attention(const TensorView& q, const TensorView& k, const TensorView& v, bool causal, TensorView& y,
-                      Scratch& s) {
+                      TensorView& lse, int threads, Scratch& s) {
   const Heads l = headsOf(q.shape, k.shape);
   if (l.sq == 0 || l.sk == 0 || l.dim == 0) {  // no key to attend to: 0, as the reference
     std::memset(y.f(), 0, static_cast<size_t>(y.elements) * sizeof(float));
+    std::fill(lse.f(), lse.f() + lse.elements, l.sk == 0 ? -kInf : NAN);  // dim 0: scores 0·inf, as the reference
     return "";
   }
-  s.c.resize(static_cast<size_t>(l.sq * l.sk));
-  std::string err;
-  for (int64_t b = 0; b < l.lead; ++b)
-    for (int64_t h = 0; h < l.heads; ++h) {
-      if (!probabilities(l, q.f(), k.f(), causal, b, h, s.c.data(), &err)) return err;
-      if (!sgemm('N', 'N', l.sq, l.dim, l.sk, 1.0f, s.c.data(), l.sk, v.f() + l.kOffset(b, h), l.ld(), 0.0f,
-                 y.f() + l.qOffset(b, h), l.ld(), &err))
-        return err;
-    }
+  eachPair(l, threads, ForwardTiles::words(l.dim), s, [&](int64_t b, int64_t h, float* work) {
+    forwardPair(l, q.f(), k.f(), v.f(), causal, b, h, y.f(), lse.f(), work);
+  });
   return "";
 }
 
-std::string attentionGrad(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& dy,
-                          bool causal, int which, TensorView& dx, Scratch& s) {
+std::string attentionGrad(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& y,
+                          const TensorView& lse, const TensorView& dy, bool causal, TensorView& dq, TensorView& dk,
+                          TensorView& dv, int threads, Scratch& s) {
   const Heads l = headsOf(q.shape, k.shape);
   if (l.sq == 0 || l.sk == 0 || l.dim == 0) {
-    std::memset(dx.f(), 0, static_cast<size_t>(dx.elements) * sizeof(float));
+    for (TensorView* g : {&dq, &dk, &dv}) std::memset(g->f(), 0, static_cast<size_t>(g->elements) * sizeof(float));
     return "";
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(l.dim));
-  s.c.resize(static_cast<size_t>(l.sq * l.sk));
-  s.d.resize(static_cast<size_t>(l.sq * l.sk));
-  float *p = s.c.data(), *dp = s.d.data();
-  const int64_t ld = l.ld();
-  std::string err;
-  for (int64_t b = 0; b < l.lead; ++b)
-    for (int64_t h = 0; h < l.heads; ++h) {
-      const int64_t qo = l.qOffset(b, h), ko = l.kOffset(b, h);
-      if (!probabilities(l, q.f(), k.f(), causal, b, h, p, &err)) return err;
-      bool ok;
-      if (which == 2) {  // dv = Pᵀ·dy
-        ok = sgemm('T', 'N', l.sk, l.dim, l.sq, 1.0f, p, l.sk, dy.f() + qo, ld, 0.0f, dx.f() + ko, ld, &err);
-      } else {
-        ok = sgemm('N', 'T', l.sq, l.sk, l.dim, 1.0f, dy.f() + qo, ld, v.f() + ko, ld, 0.0f, dp, l.sk, &err);
-        if (ok) softmaxBackRows(dp, p, l.sq, l.sk, scale, causal);
-        if (ok && which == 0)  // dq = dS·k
-          ok = sgemm('N', 'N', l.sq, l.dim, l.sk, 1.0f, dp, l.sk, k.f() + ko, ld, 0.0f, dx.f() + qo, ld, &err);
-        else if (ok)  // dk = dSᵀ·q
-          ok = sgemm('T', 'N', l.sk, l.dim, l.sq, 1.0f, dp, l.sk, q.f() + qo, ld, 0.0f, dx.f() + ko, ld, &err);
-      }
-      if (!ok) return err;
-    }
+  eachPair(l, threads, BackwardTiles::words(l.dim, l.sq), s, [&](int64_t b, int64_t h, float* work) {
+    backwardPair(l, q.f(), k.f(), v.f(), y.f(), lse.f(), dy.f(), causal, b, h, dq.f(), dk.f(), dv.f(), work);
+  });
   return "";
 }
 

@@ -1,7 +1,7 @@
 // The fast backend: f32 kernels on executor memory, contractions through
 // oneDNN's SGEMM (gemm.h). Dispatch only; the kernels are in this folder.
-// Threading: GEMMs use ctx.threads OpenMP threads; every other kernel runs on
-// the calling thread.
+// Threading: GEMMs and attention use ctx.threads OpenMP threads; every other
+// kernel runs on the calling thread.
 #include <cstring>
 #include <optional>
 
@@ -38,8 +38,6 @@ std::optional<std::string> runFallible(const Node& n, const std::vector<const Te
       if (!fast::contract(x(0).f(), x(0).shape, x(1).f(), x(1).shape, out.f(), out.shape, s.a, &err)) return err;
       return "";
     }
-    case Op::Attention: return fast::attention(x(0), x(1), x(2), n.flag, out, s);
-    case Op::AttentionGrad: return fast::attentionGrad(x(0), x(1), x(2), x(3), n.flag, static_cast<int>(n.index), out, s);
     case Op::Embed: return fast::embed(x(0), x(1), out, n.offset, n.index);
     case Op::EmbedGrad:
       if (in.size() == 3) return fast::embedGradInto(x(2), x(0), x(1), out, n.offset, n.index, s);
@@ -118,8 +116,24 @@ class FastBackend final : public Backend {
  public:
   const char* name() const override { return "fast"; }
 
+  KernelStatus runResults(const Node& n, const std::vector<const TensorView*>& in, const std::vector<TensorView*>& out,
+                          const RunContext& ctx) override {
+    auto x = [&](size_t k) -> const TensorView& { return *in.at(k); };
+    std::string err;
+    if (n.op == Op::Attention && out.size() == 2)
+      err = fast::attention(x(0), x(1), x(2), n.flag, *out[0], *out[1], ctx.threads, scratch_);
+    else if (n.op == Op::AttentionGrad && out.size() == 3)
+      err = fast::attentionGrad(x(0), x(1), x(2), x(3), x(4), x(5), n.flag, *out[0], *out[1], *out[2], ctx.threads,
+                                scratch_);
+    else
+      return fail(n, "no kernel for this op with " + std::to_string(out.size()) + " results");
+    if (!err.empty()) return {false, err};
+    return {};
+  }
+
   KernelStatus run(const Node& n, const std::vector<const TensorView*>& in, TensorView& out,
                    const RunContext& ctx) override {
+    if (!n.results.empty()) return fail(n, "it has several results (runResults)");
     fast::setGemmThreads(ctx.threads);
     if (std::optional<std::string> err = runFallible(n, in, out, scratch_)) {
       if (!err->empty()) return {false, *err};

@@ -67,11 +67,15 @@ std::string pickClass(const TensorView& logits, const TensorView& labels, const 
 std::string pickClassGrad(const TensorView& labels, const std::string& classes, TensorView& y, int64_t first,
                           int64_t whole, Scratch& s);
 
-// attention.cc: q [lead…, seq_q, heads, dim], k and v [lead…, seq_k, heads, dim].
+// attention.cc: q [lead…, seq_q, heads, dim], k and v [lead…, seq_k, heads, dim]; the Attention node's
+// results y (q's shape) and lse [lead…, seq_q, heads], on up to `threads` OpenMP threads.
 std::string attention(const TensorView& q, const TensorView& k, const TensorView& v, bool causal, TensorView& y,
-                      Scratch& s);
-// which: 0 = dq, 1 = dk, 2 = dv.
-std::string attentionGrad(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& dy,
-                          bool causal, int which, TensorView& dx, Scratch& s);
+                      TensorView& lse, int threads, Scratch& s);
+// The AttentionGrad node: from the forward's inputs, its results y and lse, and dy.
+std::string attentionGrad(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& y,
+                          const TensorView& lse, const TensorView& dy, bool causal, TensorView& dq, TensorView& dk,
+                          TensorView& dv, int threads, Scratch& s);
+// The scratch either takes on `threads` threads (bench/attention_bench.cc reports it).
+int64_t attentionScratchBytes(const Shape& q, const Shape& k, bool backward, int threads);
 
 }  // namespace dtl::rt::fast

@@ -34,11 +34,13 @@ Layout layoutOf(const Tensor& q, const Tensor& k, const Tensor& v) {
   return l;
 }
 
-// P [sq, sk] for one (b, h); masked entries are exactly 0.
+// P [sq, sk] for one (b, h); masked entries are exactly 0. `lse` (when given) gets each row's
+// log-sum-exp of its visible scores.
 std::vector<double> probabilities(const Layout& l, const Tensor& q, const Tensor& k, bool causal, int64_t b,
-                                  int64_t h) {
+                                  int64_t h, std::vector<double>* lse = nullptr) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(l.dim));
   std::vector<double> p(l.sq * l.sk, 0.0);
+  if (lse) lse->assign(static_cast<size_t>(l.sq), 0.0);
   for (int64_t i = 0; i < l.sq; ++i) {
     int64_t visible = causal ? std::min(i + 1, l.sk) : l.sk;
     double m = -std::numeric_limits<double>::infinity(), total = 0;
@@ -50,6 +52,8 @@ std::vector<double> probabilities(const Layout& l, const Tensor& q, const Tensor
     }
     for (int64_t j = 0; j < visible; ++j) total += p[i * l.sk + j] = std::exp(p[i * l.sk + j] - m);
     for (int64_t j = 0; j < visible; ++j) p[i * l.sk + j] /= total;
+    // m = −inf with keys: every score −inf, total NaN (exp(−inf + inf)), so lse NaN.
+    if (lse) (*lse)[static_cast<size_t>(i)] = visible == 0 ? -std::numeric_limits<double>::infinity() : m + std::log(total);
   }
   return p;
 }
@@ -57,16 +61,25 @@ std::vector<double> probabilities(const Layout& l, const Tensor& q, const Tensor
 }  // namespace
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+  return attentionResults(q, k, v, causal).out;
+}
+
+AttentionResults attentionResults(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
   Layout l = layoutOf(q, k, v);
-  Tensor y = Tensor::zeros(q.shape, q.dtype);
+  Shape lse_shape = q.shape;
+  lse_shape.dims.pop_back();
+  AttentionResults r{Tensor::zeros(q.shape, q.dtype), Tensor::zeros(lse_shape, q.dtype)};
+  std::vector<double> lse;
   for (int64_t b = 0; b < l.lead; ++b)
     for (int64_t h = 0; h < l.heads; ++h) {
-      std::vector<double> p = probabilities(l, q, k, causal, b, h);
-      for (int64_t i = 0; i < l.sq; ++i)
+      std::vector<double> p = probabilities(l, q, k, causal, b, h, &lse);
+      for (int64_t i = 0; i < l.sq; ++i) {
+        r.lse.f[(b * l.sq + i) * l.heads + h] = lse[static_cast<size_t>(i)];
         for (int64_t j = 0; j < l.sk; ++j)
-          for (int64_t d = 0; d < l.dim; ++d) y.f[l.q(b, i, h, d)] += p[i * l.sk + j] * v.f[l.k(b, j, h, d)];
+          for (int64_t d = 0; d < l.dim; ++d) r.out.f[l.q(b, i, h, d)] += p[i * l.sk + j] * v.f[l.k(b, j, h, d)];
+      }
     }
-  return y;
+  return r;
 }
 
 AttentionGrads attentionBackward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,

@@ -13,6 +13,16 @@ namespace dtl::rt::ref {
 // A query with no key to attend to (seq_k = 0) gives 0.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal);
 
+// The Attention node's results: out, and lse [..., seq_q, heads] (q's dtype): each query row's
+// log-sum-exp of its visible scaled scores, log Σ_j exp(q_i·k_j / sqrt(head_dim)). A row with no key
+// (seq_k = 0) has lse −inf; a row whose scores are all −inf (its out is NaN, as torch's) has lse NaN.
+struct AttentionResults {
+  Tensor out, lse;
+};
+AttentionResults attentionResults(const Tensor& q, const Tensor& k, const Tensor& v, bool causal);
+
+// The AttentionGrad node's results. Recomputed from q, k, v and dy alone (the node's out and lse
+// inputs are the fast kernel's shortcut; the oracle does not trust them).
 struct AttentionGrads {
   Tensor dq, dk, dv;
 };
