@@ -140,6 +140,17 @@ def configs(openblas, torch_threads=(1, 2), system_blas=False, torch2=None, comp
     return out
 
 
+def one_core_key(key):
+    """The key of the one-core configuration (torch and BLAS on 1 thread, eager)
+    of key's version and BLAS: torch_ob_AxB -> torch_ob_1x1, torch_sys_N ->
+    torch_sys_1, torch2_N[_mode] -> torch2_1."""
+    import re
+    m = re.match(r'(torch_ob_|torch_sys_|torch2_)', key)
+    if not m:
+        raise ValueError('not a PyTorch configuration key: %s' % key)
+    return m.group(1) + ('1x1' if m.group(1) == 'torch_ob_' else '1')
+
+
 def version_of(cfg):
     return '2.x' if cfg.python != SYSTEM_PYTHON else '1.13'
 
