@@ -91,7 +91,8 @@ def torch2_configs(python, torch_threads=(1, 2), compile_modes=()):
     for t in torch_threads:
         env = dict(os.environ, OMP_NUM_THREADS=str(t), MKL_NUM_THREADS=str(t))
         for mode in (None,) + tuple(compile_modes):
-            key = 'torch2_%d' % t + ('' if mode is None else '_' + COMPILE_KEYS[mode])
+            short = None if mode is None else COMPILE_KEYS.get(mode, mode.replace('-', '_'))
+            key = 'torch2_%d' % t + ('' if mode is None else '_' + short)
             how = 'eager' if mode is None else 'torch.compile %s' % mode
             out.append(Config(key, 'PyTorch 2.x MKL, torch %d thr, %s' % (t, how), t, None, env, python, mode))
     return out
