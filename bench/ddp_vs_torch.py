@@ -212,10 +212,10 @@ def main():
         ddp_keys.append(c.key.replace('torch', 'ddp', 1))
         jobs.append({'key': ddp_keys[-1], 'kind': 'torch', 'world': WORLD, 'env': c.env, 'threads': c.threads,
                      'python': c.python, 'label': 'PyTorch DDP %s, %d procs gloo, each %s' % (blas, WORLD, threads)})
-    # The DDP runs as configurations of their own (for version_lines).
-    ddp_cfgs = [c._replace(key=c.key.replace('torch', 'ddp', 1)) for c in tcfgs]
     names = [(j['key'], j['label']) for j in jobs]
     labels = dict(names)
+    # The DDP runs as configurations of their own (for version_lines).
+    ddp_cfgs = [c._replace(key=k, label=labels[k]) for c, k in zip(tcfgs, ddp_keys)]
 
     print('ddp_vs_torch: MLP 784-1024-1024-10, global batch %d (%d per rank on %d ranks), SGD momentum, f32; '
           '%d timed steps after %d warm-up, %d rounds' % (GLOBAL_BATCH, GLOBAL_BATCH // WORLD, WORLD, args.steps,
