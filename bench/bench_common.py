@@ -255,9 +255,23 @@ def add_peer_args(ap):
                     help='also run PyTorch on the system BLAS when an OpenBLAS folder is found')
     ap.add_argument('--dtl-passive', action='store_true',
                     help='also run dtl with OMP_WAIT_POLICY=passive (a diagnostic, not in the ratio)')
+    ap.add_argument('--torch2', default=None,
+                    help='the PyTorch 2.x venv of bench/peer_venv.sh (default: $DTL_BENCH_TORCH2, else '
+                         '~/.cache/dtl-bench/torch2-venv when it exists; "none": PyTorch 1.13 only)')
     ap.add_argument('--dtlc', default=None)
     ap.add_argument('--json', default=None, help='write the results here (for run_all.sh)')
     ap.add_argument('--torch-worker', type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument('--compile', default=None, help=argparse.SUPPRESS)  # a worker's torch.compile mode
+
+
+def add_compile_arg(ap):
+    """--compile-modes, for the benchmarks that try PyTorch 2.x compiled."""
+    ap.add_argument('--compile-modes', default='default,max-autotune-no-cudagraphs',
+                    help='torch.compile modes PyTorch 2.x also runs in, comma-separated ("none": eager only)')
+
+
+def compile_modes(arg):
+    return () if arg in ('', 'none') else tuple(arg.split(','))
 
 
 def rotated(jobs, round_index):
@@ -267,10 +281,12 @@ def rotated(jobs, round_index):
     return jobs[k:] + jobs[:k]
 
 
-def mlp_torch_step(data_dir, batch, rank=0, world=1, ddp=False):
+def mlp_torch_step(data_dir, batch, rank=0, world=1, ddp=False, compile_mode=None):
     """PyTorch's twin of specs/mlp_bench.dtl: the model (relu MLP
     784-1024-1024-10, seeded), SGD lr 0.01 momentum 0.9, wrapped in DDP when
-    asked, over mlp_batches(); returns step() -> loss, one optimiser step."""
+    asked, over mlp_batches(); returns step() -> loss, one optimiser step.
+    With compile_mode, model and loss run under torch.compile (forward and,
+    through AOTAutograd, backward; the first step compiles them)."""
     import torch
     import torch.nn.functional as F
     torch.manual_seed(0)
@@ -284,11 +300,16 @@ def mlp_torch_step(data_dir, batch, rank=0, world=1, ddp=False):
     batches = mlp_batches(data_dir, batch, rank, world)
     n = [0]
 
+    def loss_of(x, y):
+        return F.cross_entropy(model(x), y)
+    if compile_mode:
+        loss_of = torch.compile(loss_of, mode=compile_mode)
+
     def step():
         x, y = batches[n[0] % len(batches)]
         n[0] += 1
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
+        loss = loss_of(x, y)
         loss.backward()
         opt.step()
         return loss.item()

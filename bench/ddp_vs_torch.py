@@ -28,8 +28,9 @@ Each round runs, as separate processes and in a rotating order:
     with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT: Debian's
     `torch.distributed.run` fails under Python 3.11 (shared/design/measured.md).
 PyTorch runs on OpenBLAS when a folder with one is found, else (or also, with
---system-blas) on the system's BLAS (torch_peer.py). The report prints the
-torch and BLAS threads each PyTorch process actually had.
+--system-blas) on the system's BLAS (torch_peer.py); PyTorch 2.x (MKL, eager)
+joins the grid, 1 process and DDP, when bench/peer_venv.sh's venv exists. The
+report prints the torch and BLAS threads each PyTorch process actually had.
 
 Timing, `--steps` S steps after `--warmup` W warm-up steps on both sides:
   - dtl: from rank 0's metrics, t(n) = elapsed_s(n) (seconds since the
@@ -132,7 +133,7 @@ def run_torch(job, warmup, steps, tmp):
     """Runs one PyTorch configuration (1 process, or `world` DDP ranks at
     once); returns rank 0's JSON line."""
     world = job['world']
-    cmd = ['/usr/bin/python3', os.path.abspath(__file__), '--torch-worker', str(world),
+    cmd = [job['python'], os.path.abspath(__file__), '--torch-worker', str(world),
            '--torch-threads', str(job['threads']), '--warmup', str(warmup), '--steps', str(steps), '--data', tmp]
     if world == 1:
         _, r = bc.run(cmd, env=job['env'])
@@ -183,7 +184,8 @@ def main():
 
     dtlc = bc.dtlc_path(args.dtlc)
     ob = torch_peer.openblas_dir(args.openblas)
-    peer = torch_peer.describe(ob, args.system_blas)
+    torch2 = torch_peer.torch2_python(args.torch2)
+    peer = torch_peer.describe(ob, args.system_blas, torch2)
     limits, limits_line = bc.machine_limits(dtlc, ob)
 
     # The configurations: dicts with key, label, kind ('dtl' or 'torch'),
@@ -201,16 +203,19 @@ def main():
         jobs.append({'key': 'dtl_1core', 'kind': 'dtl', 'nproc': 1, 'env': None, 'prefix': ['taskset', '-c', '0'],
                      'label': 'dtl, 1 rank on 1 core (taskset; diag.)'})
     one_keys, ddp_keys = [], []
-    for c in torch_peer.configs(ob, bc.torch_threads(args.threads), system_blas=args.system_blas):
+    tcfgs = torch_peer.configs(ob, bc.torch_threads(args.threads), system_blas=args.system_blas, torch2=torch2)
+    for c in tcfgs:
         blas, threads = c.label.replace('PyTorch ', '').split(', ', 1)
         one_keys.append(c.key)
         jobs.append({'key': c.key, 'kind': 'torch', 'world': 1, 'env': c.env, 'threads': c.threads,
-                     'label': 'PyTorch %s, 1 process, %s' % (blas, threads)})
-        ddp_keys.append(c.key.replace('torch_', 'ddp_', 1))
+                     'python': c.python, 'label': 'PyTorch %s, 1 process, %s' % (blas, threads)})
+        ddp_keys.append(c.key.replace('torch', 'ddp', 1))
         jobs.append({'key': ddp_keys[-1], 'kind': 'torch', 'world': WORLD, 'env': c.env, 'threads': c.threads,
-                     'label': 'PyTorch DDP %s, %d procs gloo, each %s' % (blas, WORLD, threads)})
+                     'python': c.python, 'label': 'PyTorch DDP %s, %d procs gloo, each %s' % (blas, WORLD, threads)})
     names = [(j['key'], j['label']) for j in jobs]
     labels = dict(names)
+    # The DDP runs as configurations of their own (for version_lines).
+    ddp_cfgs = [c._replace(key=k, label=labels[k]) for c, k in zip(tcfgs, ddp_keys)]
 
     print('ddp_vs_torch: MLP 784-1024-1024-10, global batch %d (%d per rank on %d ranks), SGD momentum, f32; '
           '%d timed steps after %d warm-up, %d rounds' % (GLOBAL_BATCH, GLOBAL_BATCH // WORLD, WORLD, args.steps,
@@ -253,7 +258,7 @@ def main():
     best_t1, med_t1 = torch_peer.pick(res, one_keys, True)
     # PyTorch's scaling base: 1 process on one core (torch and BLAS 1 thread),
     # the same BLAS as its best DDP run; the best 1-process run if not run.
-    base = best_ddp.replace('ddp_', 'torch_', 1).rsplit('_', 1)[0] + '_1x1'
+    base = torch_peer.one_core_key(best_ddp.replace('ddp', 'torch', 1))
     t1 = base if base in res else best_t1
     d1, d2 = 'dtl_1', 'dtl_%d' % WORLD
     ratio_best = best[d2] / best[best_ddp]
@@ -273,6 +278,7 @@ def main():
         if k in blas:
             print('  %s: %s' % (label, blas[k]))
     print('\n'.join(torch_peer.winner_lines(res, labels, ddp_keys, True, '%.2f steps/s', dropped)))
+    print('\n'.join(torch_peer.version_lines(res, ddp_cfgs, True, '%.2f steps/s', torch2)))
     print('best PyTorch 1 process: %s, %.2f steps/s' % (labels[best_t1], best[best_t1]))
     print('samples/s (best, global): dtl %d ranks %.0f, PyTorch DDP %.0f; dtl 1 rank %.0f, PyTorch 1 process %.0f'
           % (WORLD, best[d2] * GLOBAL_BATCH, best[best_ddp] * GLOBAL_BATCH, best[d1] * GLOBAL_BATCH,

@@ -26,7 +26,11 @@ optimiser state) is saved with torch.save — the same work as the spec's
 PyTorch runs in each configuration of its grid (torch_peer.thread_grid: each
 thread count of --threads with OpenBLAS pinned to it and on every core), on
 OpenBLAS when a folder with one is found, else (or also, with --system-blas)
-on the system's BLAS (see torch_peer.py); the peer is the fastest.
+on the system's BLAS (see torch_peer.py); and when the venv of
+bench/peer_venv.sh exists, PyTorch 2.x (MKL) on each thread count, eager and
+with `forward` under each --compile-modes mode (its compilation, on the first
+training and the first evaluation batch, is inside the wall time). The peer
+is the fastest configuration of either version.
 
 Both are timed as whole processes (wall clock, start-up and data loading
 included), interleaved round by round. Reports the best and median wall time
@@ -71,7 +75,7 @@ def cosine_lr(s, total):
     return MIN_LR + (LR - MIN_LR) * 0.5 * (1 + math.cos(math.pi * (s - WARMUP) / (total - WARMUP)))
 
 
-def torch_worker(threads, epochs, workdir):
+def torch_worker(threads, epochs, workdir, compile_mode):
     t_start = time.perf_counter()
     import numpy as np
     import torch
@@ -96,6 +100,8 @@ def torch_worker(threads, epochs, workdir):
         h = torch.relu(h @ w2 + b2)
         return h @ w3 + b3
 
+    if compile_mode:  # compiled on the first call of each of training and evaluation: inside the wall time
+        forward = torch.compile(forward, mode=compile_mode)
     opt = torch.optim.AdamW(params, lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=WD)
     per_epoch = xtr.shape[0] // BATCH
     total = epochs * per_epoch
@@ -125,7 +131,8 @@ def torch_worker(threads, epochs, workdir):
             evals.append({'epoch': epoch, 'eval_loss': loss_sum / n, 'eval_accuracy': correct / (n * BATCH)})
         torch.save({'params': [p.detach() for p in params], 'opt': opt.state_dict()},
                    os.path.join(workdir, 'torch_ckpt_%d.pt' % epoch))
-    print(json.dumps({'wall_s': time.perf_counter() - t_start, 'evals': evals, 'steps': step}))
+    print(json.dumps({'wall_s': time.perf_counter() - t_start, 'evals': evals, 'steps': step,
+                      'version': torch.__version__}))
 
 
 def main():
@@ -133,15 +140,18 @@ def main():
     ap.add_argument('--rounds', type=int, default=2)
     ap.add_argument('--epochs', type=int, default=4)
     bc.add_peer_args(ap)
+    bc.add_compile_arg(ap)
     ap.add_argument('--workdir', default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_worker is not None:
-        return torch_worker(args.torch_worker, args.epochs, args.workdir)
+        return torch_worker(args.torch_worker, args.epochs, args.workdir, args.compile)
 
     dtlc = bc.dtlc_path(args.dtlc)
     ob = torch_peer.openblas_dir(args.openblas)
-    cfgs = torch_peer.configs(ob, bc.torch_threads(args.threads), system_blas=args.system_blas)
-    peer = torch_peer.describe(ob, args.system_blas)
+    torch2 = torch_peer.torch2_python(args.torch2)
+    cfgs = torch_peer.configs(ob, bc.torch_threads(args.threads), system_blas=args.system_blas, torch2=torch2,
+                              compile_modes=bc.compile_modes(args.compile_modes))
+    peer = torch_peer.describe(ob, args.system_blas, torch2)
     limits, limits_line = bc.machine_limits(dtlc, ob)
     print('fashion_vs_torch: samples/fashion_mnist_mlp.dtl for %d epochs (%d steps of batch %d), %d rounds'
           % (args.epochs, args.epochs * (60000 // BATCH), BATCH, args.rounds))
@@ -174,8 +184,9 @@ def main():
                     acc[job[0]].append(evals[-1]['eval_accuracy'])
                 else:
                     key = job.key
-                    w, out = bc.run(['/usr/bin/python3', os.path.abspath(__file__), '--torch-worker',
-                                     str(job.threads), '--epochs', str(args.epochs), '--workdir', tmp], env=job.env)
+                    w, out = bc.run(torch_peer.worker_cmd(job, os.path.abspath(__file__), '--torch-worker',
+                                                          str(job.threads), '--epochs', str(args.epochs),
+                                                          '--workdir', tmp), env=job.env)
                     res = json.loads(out.stdout.strip().splitlines()[-1])
                     wall[key].append(w)
                     acc[key].append(res['evals'][-1]['eval_accuracy'])
@@ -197,6 +208,7 @@ def main():
         print('%-64s %9.1f %9.1f   %-22s %s' % (label, best[k], med[k], bc.fmt_list(wall[k], '%.1f'),
                                                 bc.fmt_list(acc[k], '%.4f')))
     print('\n'.join(torch_peer.winner_lines(wall, dict(names), tk, False, '%.1f s', dropped)))
+    print('\n'.join(torch_peer.version_lines(wall, cfgs, False, '%.1f s', torch2)))
     if 'dtl_passive' in wall:
         print('diagnostic: dtl with OMP_WAIT_POLICY=passive %.1f s (best) = %.2fx faster than dtl as run, %.2fx '
               'PyTorch' % (best['dtl_passive'], best['dtl'] / best['dtl_passive'], best[best_tk] / best['dtl_passive']))
@@ -209,7 +221,8 @@ def main():
     bc.write_result(args.json, {
         'name': 'fashion_vs_torch', 'unit': 's (wall, %d epochs)' % args.epochs, 'higher_is_better': False,
         'dtl': best['dtl'], 'torch': best[best_tk], 'torch_config': dict(names)[best_tk],
-        'torch_config_median': dict(names)[med_tk], 'limits': limits, 'cpu': bc.cpu_line(),
+        'torch_config_median': dict(names)[med_tk], 'limits': limits,
+        'torch_version': torch_peer.version_of(next(c for c in cfgs if c.key == best_tk)), 'cpu': bc.cpu_line(),
         'ratio': ratio_best, 'ratio_median': ratio_med, 'rounds': wall, 'accuracy': acc,
         'labels': dict(names), 'loads': loads, 'peer': peer, 'warnings': bc.WARNINGS})
 

@@ -25,8 +25,9 @@ Timed: S steps after W warm-up steps. PyTorch runs in each configuration of
 its grid (torch_peer.thread_grid: each thread count of --threads with OpenBLAS
 pinned to it and on every core), on OpenBLAS when a folder with one is found,
 else (or also, with --system-blas) on the system's BLAS (see torch_peer.py;
-on the netlib reference BLAS a step takes about a minute); the peer is the
-fastest.
+on the netlib reference BLAS a step takes about a minute), and PyTorch 2.x
+(MKL), eager, on each thread count when bench/peer_venv.sh's venv exists;
+the peer is the fastest configuration of either version.
 
 Reports ms/step of each (best and median over rounds), the ratio PyTorch / dtl
 (how many times faster dtl is), the GEMM GFLOP/s dtl reaches over the whole
@@ -158,8 +159,9 @@ def main():
     flops = fwd + bwd + att_fwd + att_bwd
     useful = fwd + bwd + n_att * 2 * att1 * 3  # without recomputation: forward + 2x backward
     ob = torch_peer.openblas_dir(args.openblas)
-    cfgs = torch_peer.configs(ob, bc.torch_threads(args.threads), system_blas=args.system_blas)
-    peer = torch_peer.describe(ob, args.system_blas)
+    torch2 = torch_peer.torch2_python(args.torch2)
+    cfgs = torch_peer.configs(ob, bc.torch_threads(args.threads), system_blas=args.system_blas, torch2=torch2)
+    peer = torch_peer.describe(ob, args.system_blas, torch2)
     limits, limits_line = bc.machine_limits(dtlc, ob)
     total = args.warmup + args.steps
     print('gpt_step_vs_torch: GPT-2 small shape (vocab 50257, d 768, 12 heads, hidden 3072, 12 layers, tied), '
@@ -194,9 +196,10 @@ def main():
                     rss[job[0]] = bc.LAST_MAXRSS_MB[0]
                 else:
                     key = job.key
-                    _, out = bc.run(['/usr/bin/python3', os.path.abspath(__file__), '--torch-worker',
-                                     str(job.threads), '--warmup', str(args.warmup), '--steps', str(args.steps),
-                                     '--torch-layout', args.torch_layout], env=job.env, rss=True)
+                    _, out = bc.run(torch_peer.worker_cmd(job, os.path.abspath(__file__), '--torch-worker',
+                                                          str(job.threads), '--warmup', str(args.warmup),
+                                                          '--steps', str(args.steps), '--torch-layout',
+                                                          args.torch_layout), env=job.env, rss=True)
                     o = json.loads(out.stdout.strip().splitlines()[-1])
                     res[key].append(o['step_s'])
                     first[key].append(o['first_s'])
@@ -224,6 +227,7 @@ def main():
         print('  %s: %s' % (dict(names)[k], blas.get(k, '?')))
     print('\n'.join(torch_peer.winner_lines({k: [1000 * x for x in v] for k, v in res.items()}, dict(names), tk,
                                              False, '%.0f ms', dropped)))
+    print('\n'.join(torch_peer.version_lines(res, cfgs, False, '%.3f s', torch2)))
     if 'dtl_passive' in res:
         print('diagnostic: dtl with OMP_WAIT_POLICY=passive %.0f ms/step (best) = %.2fx faster than dtl as run, '
               '%.2fx PyTorch' % (1000 * best['dtl_passive'], best['dtl'] / best['dtl_passive'],
@@ -246,6 +250,7 @@ def main():
         'name': 'gpt_step_vs_torch', 'unit': 'ms/step', 'higher_is_better': False,
         'dtl': 1000 * best['dtl'], 'torch': 1000 * best[best_tk], 'torch_config': dict(names)[best_tk],
         'torch_config_median': dict(names)[med_tk], 'limits': limits, 'cpu': bc.cpu_line(),
+        'torch_version': torch_peer.version_of(next(c for c in cfgs if c.key == best_tk)),
         'ratio': ratio_best, 'ratio_median': ratio_med, 'rounds': res, 'first_step_s': first, 'peak_rss_mib': rss,
         'labels': dict(names), 'blas': blas, 'gemm_gflop_per_step': flops / 1e9, 'loads': loads, 'peer': peer,
         'warnings': bc.WARNINGS})

@@ -16,7 +16,10 @@ threads 1 and 2, each with OpenBLAS pinned to them and on every core), on
 OpenBLAS when a folder with one is found, else (or also, with --system-blas)
 on the system's BLAS (see torch_peer.py: Debian's PyTorch uses whatever
 libblas.so.3 is installed, which is the slow netlib reference BLAS when only
-libblas3 is). The peer is the fastest configuration.
+libblas3 is); and when the venv of bench/peer_venv.sh exists, PyTorch 2.x
+(MKL) on torch threads 1 and 2, eager and under each --compile-modes mode
+(the first step, which compiles, is outside the timed steps and reported
+apart). The peer is the fastest configuration of either version.
 Both sides time `--steps` steps after `--warmup` warm-up steps:
   - dtl: `dtlc run --steps warmup+steps --metrics FILE`; the step time comes
     from the metrics (t(n) = elapsed_s(n), seconds since the training loop
@@ -46,24 +49,29 @@ BATCH, FEATURES, H1, H2, CLASSES = 256, 784, 1024, 1024, 10
 PEAK_1CORE = 134.0
 
 
-def torch_worker(threads, warmup, steps, data_dir):
+def torch_worker(threads, warmup, steps, data_dir, compile_mode):
     import torch
     torch.set_num_threads(threads)
     probe = torch_peer.blas_probe()
-    step = bc.mlp_torch_step(data_dir, BATCH)
+    step = bc.mlp_torch_step(data_dir, BATCH, compile_mode=compile_mode)
 
-    for _ in range(warmup):
+    t0 = time.perf_counter()
+    step()  # with compile_mode: compiles, so it is timed apart
+    first_s = time.perf_counter() - t0
+    for _ in range(warmup - 1):
         step()
     t0 = time.perf_counter()
     for _ in range(steps):
         step()
     dt = time.perf_counter() - t0
-    print(json.dumps(dict(probe, threads=torch.get_num_threads(), step_s=dt / steps)))
+    print(json.dumps(dict(probe, threads=torch.get_num_threads(), step_s=dt / steps, first_step_s=first_s,
+                          version=torch.__version__)))
 
 
 def run_torch(cfg, warmup, steps, data_dir):
-    _, r = bc.run(['/usr/bin/python3', os.path.abspath(__file__), '--torch-worker', str(cfg.threads),
-                   '--warmup', str(warmup), '--steps', str(steps), '--data', data_dir], env=cfg.env)
+    _, r = bc.run(torch_peer.worker_cmd(cfg, os.path.abspath(__file__), '--torch-worker', str(cfg.threads),
+                                        '--warmup', str(warmup), '--steps', str(steps), '--data', data_dir),
+                  env=cfg.env)
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
@@ -83,10 +91,11 @@ def main():
     ap.add_argument('--steps', type=int, default=60)
     ap.add_argument('--warmup', type=int, default=10)
     bc.add_peer_args(ap)
+    bc.add_compile_arg(ap)
     ap.add_argument('--data', default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_worker is not None:
-        return torch_worker(args.torch_worker, args.warmup, args.steps, args.data)
+        return torch_worker(args.torch_worker, args.warmup, args.steps, args.data, args.compile)
 
     dtlc = bc.dtlc_path(args.dtlc)
     grad = subprocess.run([dtlc, 'check', SPEC, '--emit=grad'], capture_output=True, text=True, check=True).stdout
@@ -95,8 +104,10 @@ def main():
     n_bwd = len(rows) - n_fwd
     flops = fwd + bwd
     ob = torch_peer.openblas_dir(args.openblas)
-    cfgs = torch_peer.configs(ob, bc.torch_threads(args.threads), system_blas=args.system_blas)
-    peer = torch_peer.describe(ob, args.system_blas)
+    torch2 = torch_peer.torch2_python(args.torch2)
+    cfgs = torch_peer.configs(ob, bc.torch_threads(args.threads), system_blas=args.system_blas, torch2=torch2,
+                              compile_modes=bc.compile_modes(args.compile_modes))
+    peer = torch_peer.describe(ob, args.system_blas, torch2)
     peak, _ = bc.cpu_peak_gflops()
     limits, limits_line = bc.machine_limits(dtlc, ob)
 
@@ -110,6 +121,7 @@ def main():
     names = [(c[0], c[1]) for c in dcfgs] + [(c[0], c[1]) for c in cfgs]
     res = {k: [] for k, _ in names}
     blas = {}
+    compile_s = {}  # first step (torch.compile's compilation) per round of each compiled configuration
     walls = []
     loads = [bc.loadavg()]
     with tempfile.TemporaryDirectory(prefix='dtl_bench_mlp_') as tmp:
@@ -127,6 +139,8 @@ def main():
                     out = run_torch(job, args.warmup, args.steps, tmp)
                     res[job[0]].append(1.0 / out['step_s'])
                     blas[job.key] = torch_peer.probe_line(out, out['threads'])
+                    if job.compile:
+                        compile_s.setdefault(job.key, []).append(out['first_step_s'])
             loads.append(bc.loadavg())
             print('  round %d: %s   load %s' % (r + 1, '  '.join('%s %.2f' % (k, v[-1]) for k, v in res.items()
                                                                 if len(v) == r + 1), loads[-1]))
@@ -148,6 +162,9 @@ def main():
     for k in tk:
         print('  %s: %s' % (dict(names)[k], blas.get(k, '?')))
     print('\n'.join(torch_peer.winner_lines(res, dict(names), tk, True, '%.2f steps/s', dropped)))
+    print('\n'.join(torch_peer.version_lines(res, cfgs, True, '%.2f steps/s', torch2)))
+    for k, v in compile_s.items():
+        print('  %s: first step (compilation, not in the step time) %s s' % (dict(names)[k], bc.fmt_list(v, '%.1f')))
     if 'dtl_passive' in res:
         print('diagnostic: dtl with OMP_WAIT_POLICY=passive %.2f steps/s (best) = %.2fx dtl as run, %.2fx best PyTorch'
               % (best['dtl_passive'], best['dtl_passive'] / best['dtl'], best['dtl_passive'] / best[best_tk]))
@@ -169,7 +186,8 @@ def main():
     bc.write_result(args.json, {
         'name': 'mlp_vs_torch', 'unit': 'steps/s', 'higher_is_better': True,
         'dtl': best['dtl'], 'torch': best[best_tk], 'torch_config': dict(names)[best_tk],
-        'torch_config_median': dict(names)[med_tk],
+        'torch_config_median': dict(names)[med_tk], 'torch_version': torch_peer.version_of(
+            next(c for c in cfgs if c.key == best_tk)), 'compile_first_step_s': compile_s,
         'ratio': ratio_best, 'ratio_median': ratio_med, 'goal': '>= 4x',
         'rounds': res, 'labels': dict(names), 'blas': blas, 'gemm_gflop_per_step': flops / 1e9,
         'gemm_gflops_best': gflops_best, 'loads': loads, 'peer': peer, 'limits': limits, 'cpu': bc.cpu_line(),

@@ -13,6 +13,10 @@
 #   FETCH_OPENBLAS=0   do not fetch one when none is found (see below)
 #   OUT=DIR            where the per-benchmark logs and JSON go (default a
 #                      fresh folder under /tmp)
+#   TORCH2=1           make the PyTorch 2.x venv of bench/peer_venv.sh first
+#                      when it is missing (~2 GB from PyPI); an existing one
+#                      (~/.cache/dtl-bench/torch2-venv or DTL_BENCH_TORCH2) is
+#                      used either way, and without one 2.x is not measured
 #
 # The PyTorch peer: Debian's PyTorch calls whatever libblas.so.3 is installed;
 # with only libblas3 that is the netlib reference BLAS (~3 GFLOP/s), far
@@ -43,10 +47,13 @@ if [[ -z "${OPENBLAS:-}" && "${FETCH_OPENBLAS:-1}" != 0 ]] && command -v apt-get
 fi
 ob=()
 [[ -n "${OPENBLAS:-}" ]] && ob=(--openblas "$OPENBLAS")
+if [[ "${TORCH2:-0}" != 0 ]]; then
+  bash bench/peer_venv.sh || echo "  no PyTorch 2.x venv: the benchmarks measure PyTorch 1.13 only"
+fi
 
 if [[ "${QUICK:-0}" != 0 ]]; then
-  mlp_args=(--rounds 1 --steps 20 --warmup 5)
-  fashion_args=(--rounds 1 --epochs 1 --threads 1)
+  mlp_args=(--rounds 1 --steps 20 --warmup 5 --compile-modes none)
+  fashion_args=(--rounds 1 --epochs 1 --threads 1 --compile-modes none)
   gpt_args=(--rounds 1 --steps 1 --warmup 1 --threads 1)
   ddp_args=(--rounds 1 --steps 10 --warmup 3)
   check_runs=10

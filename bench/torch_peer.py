@@ -19,6 +19,15 @@ default to every core. Which is fastest depends on the machine and the job
 (on the 2-core AMD machines the MLP runs fastest with torch on 1 thread and
 OpenBLAS on both cores), so every benchmark runs the grid of thread_grid() and
 takes the best.
+
+A second peer, a current PyTorch 2.x from PyPI, runs from the venv that
+bench/peer_venv.sh makes (found at ~/.cache/dtl-bench/torch2-venv, or
+$DTL_BENCH_TORCH2 / --torch2 VENV; --torch2 none leaves it out). Its wheel
+carries MKL (linked into libtorch_cpu.so) and ATen's set_num_threads sets
+MKL's threads too, so MKL_NUM_THREADS cannot part them from torch's: its
+grid is torch threads 1 and 2 with MKL following, each run eagerly and, where
+a benchmark asks (compile_modes), under torch.compile. The peer is the
+fastest configuration of either version; the report says which won.
 """
 import collections
 import os
@@ -32,9 +41,14 @@ OPENBLAS_DEFAULT = '/usr/lib/x86_64-linux-gnu/openblas-pthread'
 # reported with the peer.
 OPENBLAS_TUNING_VARS = ('OPENBLAS_CORETYPE', 'OPENBLAS_L2_SIZE', 'OPENBLAS_VERBOSE')
 
+SYSTEM_PYTHON = '/usr/bin/python3'  # Debian's PyTorch 1.13 is installed for it only
+TORCH2_DEFAULT = os.path.join(os.path.expanduser('~'), '.cache', 'dtl-bench', 'torch2-venv')
+
 # One PyTorch run: key and label for the report, torch threads
-# (torch.set_num_threads), OpenBLAS threads (None: not an OpenBLAS), env.
-Config = collections.namedtuple('Config', 'key label threads blas_threads env')
+# (torch.set_num_threads), OpenBLAS threads (None: not an OpenBLAS), env, the
+# interpreter whose torch it runs, and the torch.compile mode (None: eager).
+Config = collections.namedtuple('Config', 'key label threads blas_threads env python compile',
+                                defaults=(SYSTEM_PYTHON, None))
 
 
 def cores():
@@ -49,6 +63,43 @@ def openblas_dir(arg=None):
     if arg:
         sys.exit('--openblas %s: no libblas.so.3 there' % arg)
     return None
+
+
+def torch2_python(arg=None):
+    """The python of the PyTorch 2.x venv (bench/peer_venv.sh), or None when
+    there is none. arg: --torch2 (a venv folder, or 'none' to leave it out);
+    then $DTL_BENCH_TORCH2; then the default folder. A venv named by the
+    option or the variable must exist."""
+    for d, named in ((arg, '--torch2'), (os.environ.get('DTL_BENCH_TORCH2'), 'DTL_BENCH_TORCH2'),
+                     (TORCH2_DEFAULT, None)):
+        if not d:
+            continue
+        if d == 'none':
+            return None
+        py = os.path.join(d, 'bin', 'python')
+        if os.access(py, os.X_OK):
+            return py
+        if named:
+            sys.exit('%s=%s: no venv there (bench/peer_venv.sh %s makes it)' % (named, d, d))
+    return None
+
+
+def torch2_configs(python, torch_threads=(1, 2), compile_modes=()):
+    """[Config] of PyTorch 2.x: each torch thread count (MKL and OpenMP
+    follow it), eager and under each torch.compile mode."""
+    out = []
+    for t in torch_threads:
+        env = dict(os.environ, OMP_NUM_THREADS=str(t), MKL_NUM_THREADS=str(t))
+        for mode in (None,) + tuple(compile_modes):
+            short = None if mode is None else COMPILE_KEYS.get(mode, mode.replace('-', '_'))
+            key = 'torch2_%d' % t + ('' if mode is None else '_' + short)
+            how = 'eager' if mode is None else 'torch.compile %s' % mode
+            out.append(Config(key, 'PyTorch 2.x MKL, torch %d thr, %s' % (t, how), t, None, env, python, mode))
+    return out
+
+
+# torch.compile modes a benchmark may try, and their short names in keys.
+COMPILE_KEYS = {'default': 'compile', 'max-autotune-no-cudagraphs': 'maxat'}
 
 
 def thread_grid(torch_threads=(1, 2)):
@@ -70,10 +121,11 @@ def thread_label(t, b):
     return 'torch %d thr, BLAS %d thr (%s)' % (t, b, ' = '.join(where) or 'set')
 
 
-def configs(openblas, torch_threads=(1, 2), system_blas=False):
+def configs(openblas, torch_threads=(1, 2), system_blas=False, torch2=None, compile_modes=()):
     """[Config] of the PyTorch runs to make: the thread grid on OpenBLAS when a
     folder was found; on the system's BLAS (one thread count each: the
-    netlib BLAS has no threads) when asked or when there is no OpenBLAS."""
+    netlib BLAS has no threads) when asked or when there is no OpenBLAS; and
+    with torch2 (the 2.x venv's python) torch2_configs()."""
     out = []
     if system_blas or not openblas:
         for t in torch_threads:
@@ -84,7 +136,50 @@ def configs(openblas, torch_threads=(1, 2), system_blas=False):
             env = dict(os.environ, OMP_NUM_THREADS=str(t), OPENBLAS_NUM_THREADS=str(b))
             env['LD_LIBRARY_PATH'] = openblas + (':' + env['LD_LIBRARY_PATH'] if env.get('LD_LIBRARY_PATH') else '')
             out.append(Config('torch_ob_%dx%d' % (t, b), 'PyTorch OpenBLAS, ' + thread_label(t, b), t, b, env))
+    if torch2:
+        out += torch2_configs(torch2, torch_threads, compile_modes)
     return out
+
+
+def one_core_key(key):
+    """The key of the one-core configuration (torch and BLAS on 1 thread, eager)
+    of key's version and BLAS: torch_ob_AxB -> torch_ob_1x1, torch_sys_N ->
+    torch_sys_1, torch2_N[_mode] -> torch2_1."""
+    import re
+    m = re.match(r'(torch_ob_|torch_sys_|torch2_)', key)
+    if not m:
+        raise ValueError('not a PyTorch configuration key: %s' % key)
+    return m.group(1) + ('1x1' if m.group(1) == 'torch_ob_' else '1')
+
+
+def version_of(cfg):
+    return '2.x' if cfg.python != SYSTEM_PYTHON else '1.13'
+
+
+def worker_cmd(cfg, script, *args):
+    """The command of one PyTorch worker: script run by cfg's interpreter,
+    with --compile MODE when cfg is a compiled configuration."""
+    return [cfg.python, script] + list(args) + (['--compile', cfg.compile] if cfg.compile else [])
+
+
+def version_lines(res, cfgs, higher_is_better, fmt, torch2):
+    """The report's lines on the two PyTorch versions: the best configuration
+    of each (by best round) and which version won; or that PyTorch 2.x was
+    not measured."""
+    sel = max if higher_is_better else min
+    by_version = collections.defaultdict(list)
+    for c in cfgs:
+        if res.get(c.key):
+            by_version[version_of(c)].append(c)
+    best = {v: sel(cs, key=lambda c: sel(res[c.key])) for v, cs in by_version.items()}
+    lines = ['  best of each PyTorch version: ' + '; '.join(
+        '%s %s (%s)' % (v, fmt % sel(res[c.key]), c.label) for v, c in sorted(best.items()))]
+    if len(best) == 2:
+        win = sel(best.values(), key=lambda c: sel(res[c.key]))
+        lines.append('  faster PyTorch version: %s' % version_of(win))
+    elif not torch2:
+        lines.append('  PyTorch 2.x: not measured (no venv; bench/peer_venv.sh makes one at %s)' % TORCH2_DEFAULT)
+    return lines
 
 
 def blas_probe():
@@ -98,7 +193,9 @@ def blas_probe():
     with open('/proc/self/maps') as f:
         for line in f:
             name = line.split()[-1]
-            if 'blas' in os.path.basename(name) and name.endswith(tuple('0123456789o')):
+            # libblas.so.3 and the OpenBLAS behind it; not numpy's wheel OpenBLAS
+            # (libscipy_openblas*) nor cuBLAS (libcublas*) of the 2.x venv
+            if os.path.basename(name).startswith(('libblas', 'libopenblas')) and name.endswith(tuple('0123456789o')):
                 lib = name
                 break
     core, threads = None, None
@@ -110,6 +207,11 @@ def blas_probe():
             threads = int(so.openblas_get_num_threads())
         except (OSError, AttributeError):
             pass  # not an OpenBLAS (the netlib reference BLAS has no threads)
+    if lib == '?':  # PyPI's torch 2.x: MKL linked into libtorch_cpu.so, threads set by torch
+        import re
+        m = re.search(r'BLAS_INFO=(\w+)', torch.__config__.show())
+        lib = 'torch %s, BLAS %s (linked in)' % (torch.__version__, m.group(1) if m else '?')
+        threads = torch.get_num_threads()
     a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
     best_s = 1e9
     for _ in range(3):
@@ -126,21 +228,23 @@ def probe_line(p, torch_threads):
         'n/a' if p['blas_threads'] is None else p['blas_threads'])
 
 
-def _probe_process(env, threads):
+def _probe_process(env, threads, python=SYSTEM_PYTHON):
     code = ('import sys, json; sys.path.insert(0, %r); import torch_peer, torch; torch.set_num_threads(%d); '
             'print(json.dumps(torch_peer.blas_probe()))' % (HERE, threads))
     try:
         import json
-        out = subprocess.run(['/usr/bin/python3', '-c', code], capture_output=True, text=True, timeout=120, env=env)
+        out = subprocess.run([python, '-c', code], capture_output=True, text=True, timeout=120, env=env)
         return json.loads(out.stdout.strip().splitlines()[-1])
     except Exception:  # pragma: no cover
         return {'blas': '?', 'core': None, 'blas_threads': None, 'mm_gflops': 0.0}
 
 
-def describe(openblas, system_blas):
+def describe(openblas, system_blas, torch2=None):
     """Lines saying which BLAS PyTorch gets: the system BLAS's SGEMM rate and,
     with an OpenBLAS folder, its core type and SGEMM rate pinned to one thread
-    and on every core (quick probes in separate processes)."""
+    and on every core; with torch2 (the 2.x venv's python), its version,
+    BLAS and SGEMM rate on one thread and every core (quick probes in
+    separate processes)."""
     sys_p = _probe_process(dict(os.environ, OPENBLAS_NUM_THREADS='1'), 1)
     lines = ['PyTorch: system BLAS %s%s' % (probe_line(sys_p, 1), '' if system_blas or not openblas
                                               else '; not run (--system-blas runs it)')]
@@ -155,6 +259,26 @@ def describe(openblas, system_blas):
     elif sys_p['mm_gflops'] < 10:
         lines.append('WARNING: no OpenBLAS found and the system BLAS is slow: PyTorch here is far weaker than the '
                      'peer of measured.md, so the ratios flatter dtl (see bench/README.md, "The PyTorch peer")')
+    return lines + torch2_lines(torch2)
+
+
+def torch2_lines(torch2):
+    if not torch2:
+        return ['PyTorch 2.x: not measured (no venv at %s: bench/peer_venv.sh makes one; or --torch2 VENV)'
+                % TORCH2_DEFAULT]
+    try:
+        import json
+        out = subprocess.run([torch2, os.path.join(HERE, 'peer_check.py'), '--json'], capture_output=True,
+                             text=True, timeout=300)
+        info = json.loads(out.stdout.strip().splitlines()[-1])
+    except Exception:  # pragma: no cover
+        sys.exit('PyTorch 2.x venv of %s fails its check: run bench/peer_venv.sh again' % torch2)
+    lines = ['PyTorch 2.x: torch %s from %s: BLAS %s (MKL %s, oneDNN %s), %d threads by default; '
+             'torch.set_num_threads sets MKL\'s threads too' % (info['version'], os.path.dirname(os.path.dirname(torch2)),
+                                                               info['blas'], info['mkl'], info['mkldnn'], info['threads'])]
+    for t in sorted({1, cores()}):
+        env = dict(os.environ, OMP_NUM_THREADS=str(t), MKL_NUM_THREADS=str(t))
+        lines.append('  %s' % probe_line(_probe_process(env, t, torch2), t))
     return lines
 
 
