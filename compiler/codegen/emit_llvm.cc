@@ -53,6 +53,8 @@ class Emitter {
   Value* value(int id, const Coords& c, Memo& memo);
   Value* reduction(int id, const Coords& c);
   Value* unaryOp(UnaryFn fn, Value* x);
+  Value* unaryGradOp(UnaryFn fn, Value* x, Value* dy);
+  Value* derivative(UnaryFn fn, Value* d);
   Value* math(const char* fn, Value* x);  // double fn(double)
   Value* sigmoid(Value* d);
   Value* intrinsic(llvm::Intrinsic::ID id, Value* x);
@@ -233,6 +235,10 @@ Value* Emitter::value(int id, const Coords& c, Memo& memo) {
       }
       break;
     }
+    case Kind::UnaryGrad: v = unaryGradOp(n.unary, value(n.a, c, memo), value(n.b, c, memo)); break;
+    case Kind::Select:  // the condition is a comparison's i1
+      v = b_.CreateSelect(value(n.a, c, memo), value(n.b, c, memo), value(n.c, c, memo));
+      break;
   }
   memo[id] = v;
   return v;
@@ -290,6 +296,58 @@ Value* Emitter::unaryOp(UnaryFn fn, Value* x) {
     default: break;
   }
   return b_.CreateFPTrunc(y, f32());
+}
+
+// The reference's unaryBackward (runtime/kernels/reference/elementwise.cc):
+// relu selects; every other fn is dy · f'(x) in double, rounded once.
+Value* Emitter::unaryGradOp(UnaryFn fn, Value* x, Value* dy) {
+  if (fn == UnaryFn::Relu)  // x ≤ 0 ? 0 : dy, so dy at a NaN x and 0 for any dy at x ≤ 0
+    return b_.CreateSelect(b_.CreateFCmpOLE(x, llvm::ConstantFP::get(f32(), 0.0)), llvm::ConstantFP::get(f32(), 0.0), dy);
+  Value* d = b_.CreateFPExt(x, f64());
+  return b_.CreateFPTrunc(b_.CreateFMul(b_.CreateFPExt(dy, f64()), derivative(fn, d)), f32());
+}
+
+// f'(x) in double, the reference's `derivative`, operation for operation.
+Value* Emitter::derivative(UnaryFn fn, Value* d) {
+  auto mul = [&](Value* a, Value* b) { return b_.CreateFMul(a, b); };
+  auto add = [&](Value* a, Value* b) { return b_.CreateFAdd(a, b); };
+  auto sub = [&](Value* a, Value* b) { return b_.CreateFSub(a, b); };
+  const double kC = 0.044715, kSqrt2OverPi = std::sqrt(2.0 / std::numbers::pi);
+  switch (fn) {
+    case UnaryFn::Relu: break;
+    case UnaryFn::Gelu: {  // 0.5 · (1 + erf(x / √2)) + x · exp(−0.5 · x · x) / √(2π)
+      Value* pdf = b_.CreateFDiv(math("exp", mul(mul(dbl(-0.5), d), d)), dbl(std::sqrt(2.0 * std::numbers::pi)));
+      return add(mul(dbl(0.5), add(dbl(1.0), math("erf", b_.CreateFDiv(d, dbl(std::numbers::sqrt2))))), mul(d, pdf));
+    }
+    case UnaryFn::GeluTanh: {  // 0.5 · (1 + t) + 0.5 · x · (1 − t²) · √(2/π) · (1 + 3 · 0.044715 · x · x)
+      Value* cube = mul(mul(mul(dbl(kC), d), d), d);
+      Value* t = math("tanh", mul(dbl(kSqrt2OverPi), add(d, cube)));
+      Value* slope = add(dbl(1.0), mul(mul(dbl(3.0 * kC), d), d));
+      return add(mul(dbl(0.5), add(dbl(1.0), t)),
+                 mul(mul(mul(mul(dbl(0.5), d), sub(dbl(1.0), mul(t, t))), dbl(kSqrt2OverPi)), slope));
+    }
+    case UnaryFn::Silu: {  // s · (1 + x · (1 − s))
+      Value* s = sigmoid(d);
+      return mul(s, add(dbl(1.0), mul(d, sub(dbl(1.0), s))));
+    }
+    case UnaryFn::Tanh: {
+      Value* t = math("tanh", d);
+      return sub(dbl(1.0), mul(t, t));
+    }
+    case UnaryFn::Sigmoid: {
+      Value* s = sigmoid(d);
+      return mul(s, sub(dbl(1.0), s));
+    }
+    case UnaryFn::Exp: return math("exp", d);
+    case UnaryFn::Log: return b_.CreateFDiv(dbl(1.0), d);
+    case UnaryFn::Sqrt: return b_.CreateFDiv(dbl(0.5), intrinsic(llvm::Intrinsic::sqrt, d));
+    case UnaryFn::Rsqrt: return b_.CreateFDiv(dbl(-0.5), mul(d, intrinsic(llvm::Intrinsic::sqrt, d)));
+    case UnaryFn::Neg: return dbl(-1.0);
+    case UnaryFn::Abs:  // 1, −1, or 0 (NaN included)
+      return b_.CreateSelect(b_.CreateFCmpOGT(d, dbl(0.0)), dbl(1.0),
+                             b_.CreateSelect(b_.CreateFCmpOLT(d, dbl(0.0)), dbl(-1.0), dbl(0.0)));
+  }
+  return dbl(0.0);
 }
 
 void Emitter::emitX86(const std::string& symbol) {
