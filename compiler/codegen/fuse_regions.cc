@@ -6,16 +6,21 @@
 //    - Unary (every fn of region.h), Binary (arithmetic on f32; a comparison
 //      gives Bool), Reduce sum|mean|max over one name, ReduceTo that removes
 //      one name (a sum), Softmax and LogSoftmax (region.h's max → sub → exp →
-//      sum → div|log chain);
+//      sum → div|log chain), UnaryGrad (region.h's unaryGrad: one node, the
+//      reference's double formula), SoftmaxGrad and LogSoftmaxGrad, Normalize,
+//      RmsNormalize and their *Grad over one name (region.h's composites, the
+//      reference's formulas in f32 with eps an f32 constant);
 //    - whose operands are f32 (a Bool or i32 value is never read inside a
 //      region: a comparison is always a region output) and whose result's
 //      shape, as the region IR derives it (broadcast by name, the reduced dim
 //      dropped), is the node's own shape, names in the same order.
 //    With FuseRules::transcendentals false (`--kernels jit` on x86), the
-//    transcendental Unary fns and Softmax/LogSoftmax are not fusable either.
-//    Everything else runs as it does today: contractions, embeddings,
-//    attention, norms, dropout, cross-entropy, the *Grad kinds, collectives,
-//    views (Slice, Reshape, LocalSlice), casts, inputs and parameters.
+//    transcendental Unary fns, the UnaryGrad of a fn whose derivative calls
+//    libm (region.h's gradNeedsLibm), Softmax, LogSoftmax and LogSoftmaxGrad
+//    are not fusable either. Everything else runs as it does today:
+//    contractions, embeddings, attention, dropout, cross-entropy, MaxGrad and
+//    the other *Grad kinds, collectives, views (Slice, Reshape, LocalSlice),
+//    casts, inputs and parameters.
 // 2. Folded nodes. A Const f32 scalar read by a fused node is a constant of
 //    that node's region (it is a region member when every reader is in that
 //    region). An Align is *folded* — its readers read its operand, which the
@@ -155,6 +160,24 @@ class Fuser {
       case Op::LogSoftmax:
         return rules_.transcendentals && n.dtype == DType::F32 && n.inputs.size() == 1 && n.names.size() == 1 &&
                regionShape(n.inputs[0]) == n.shape && n.shape.has(n.names[0]);
+      case Op::UnaryGrad: {
+        auto fn = parseUnaryFn(n.fn);
+        if (!fn || (!rules_.transcendentals && gradNeedsLibm(*fn)) || n.inputs.size() != 2) return false;
+        auto s = broadcastShapes(regionShape(n.inputs[0]), regionShape(n.inputs[1]));
+        return n.dtype == DType::F32 && s && *s == n.shape;
+      }
+      case Op::LogSoftmaxGrad:
+        if (!rules_.transcendentals) return false;
+        [[fallthrough]];
+      case Op::SoftmaxGrad:
+      case Op::NormalizeGrad:
+      case Op::RmsNormalizeGrad:  // (y or x, dy) over one name, both of the node's shape
+        return n.dtype == DType::F32 && n.inputs.size() == 2 && n.names.size() == 1 && n.shape.has(n.names[0]) &&
+               regionShape(n.inputs[0]) == n.shape && regionShape(n.inputs[1]) == n.shape;
+      case Op::Normalize:
+      case Op::RmsNormalize:
+        return n.dtype == DType::F32 && n.inputs.size() == 1 && n.names.size() == 1 && n.shape.has(n.names[0]) &&
+               regionShape(n.inputs[0]) == n.shape;
       default:
         return false;
     }
@@ -397,6 +420,26 @@ Region buildRegion(const prog::Program& p, prog::Fused& f, const std::string& na
       }
       case Op::Softmax: id = r.softmax(get(n.inputs[0]), n.names[0]); break;
       case Op::LogSoftmax: id = r.logSoftmax(get(n.inputs[0]), n.names[0]); break;
+      case Op::UnaryGrad: {
+        int x = get(n.inputs[0]), dy = get(n.inputs[1]);
+        id = r.unaryGrad(*parseUnaryFn(n.fn), x, dy);
+        break;
+      }
+      case Op::SoftmaxGrad:
+      case Op::LogSoftmaxGrad:
+      case Op::NormalizeGrad:
+      case Op::RmsNormalizeGrad: {
+        int x = get(n.inputs[0]), dy = get(n.inputs[1]);
+        const std::string& dim = n.names[0];
+        float eps = static_cast<float>(n.scalar);
+        id = n.op == Op::SoftmaxGrad      ? r.softmaxGrad(x, dy, dim)
+             : n.op == Op::LogSoftmaxGrad ? r.logSoftmaxGrad(x, dy, dim)
+             : n.op == Op::NormalizeGrad  ? r.normalizeGrad(x, dy, dim, eps)
+                                          : r.rmsNormalizeGrad(x, dy, dim, eps);
+        break;
+      }
+      case Op::Normalize: id = r.normalize(get(n.inputs[0]), n.names[0], static_cast<float>(n.scalar)); break;
+      case Op::RmsNormalize: id = r.rmsNormalize(get(n.inputs[0]), n.names[0], static_cast<float>(n.scalar)); break;
       default: throw std::logic_error("fusion: an unfusable node in a region");
     }
     if (r.node(id).shape != n.shape) throw std::logic_error("fusion: a region shape differs from its node's");
