@@ -372,6 +372,25 @@ Fusion fuseRegions(const prog::Program& p, const prog::Schedule& s, const FuseRu
 
 Fusion fuseRegions(const prog::Program& p) { return fuseRegions(p, p.train); }
 
+Fusion plannedFusion(const prog::Program& p) {
+  Fusion f;
+  f.region_of.assign(p.nodes.size(), -1);
+  for (const prog::Instr& in : p.train.instrs) {
+    if (in.kind != prog::Instr::Fused) continue;
+    FusedRegion fr;
+    fr.members = p.fused[static_cast<size_t>(in.id)];
+    fr.region = buildRegion(p, fr.members, "region" + std::to_string(f.regions.size()));
+    std::set<int> nodes(fr.members.nodes.begin(), fr.members.nodes.end());
+    nodes.insert(fr.members.folded.begin(), fr.members.folded.end());
+    fr.nodes.assign(nodes.begin(), nodes.end());
+    fr.inputs = fr.members.inputs;
+    fr.outputs = fr.members.outputs;
+    for (int v : fr.nodes) f.region_of[static_cast<size_t>(v)] = static_cast<int>(f.regions.size());
+    f.regions.push_back(std::move(fr));
+  }
+  return f;
+}
+
 // The members in the order they ran; an operand is looked through when it
 // is a folded Align, a constant when it is a scalar f32 Const, a member's
 // value when computed before, else a new input.

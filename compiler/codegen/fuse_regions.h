@@ -40,6 +40,10 @@ struct FuseRules {
 Fusion fuseRegions(const prog::Program& p, const prog::Schedule& s, const FuseRules& rules = {});
 Fusion fuseRegions(const prog::Program& p);
 
+// The regions of a program planned with PlanOptions::fuse, in the order the
+// training schedule runs them (what `dtlc check --emit=fused` prints).
+Fusion plannedFusion(const prog::Program& p);
+
 // A region of the program rebuilt from its members (`f.nodes`, `f.folded`,
 // `f.outputs`); sets `f.inputs` to the values it reads, in input order. The
 // fusion pass builds its regions with it, and the executor's kernels are

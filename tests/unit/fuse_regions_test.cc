@@ -299,12 +299,49 @@ TEST(FuseRegions, GptSamplesFuseEveryNormAndGradientKind) {
   }
 }
 
+// Planned for `--kernels jit`, a layer norm's gain and bias (slices of the
+// stacked parameters) join the norm's region: parameters and their views run
+// first in a fused schedule.
+TEST(FuseRegions, ALayerNormsGainAndBiasJoinItsRegion) {
+  auto s = compileSample("char_gpt.dtl");
+  program::PlanOptions o;
+  o.fuse = true;
+  const prog::Program p = program::planProgram(s->fe.graph(), s->fe.layout(), layout::meshCoords(s->fe.layout().mesh, 0), o);
+  Fusion f = plannedFusion(p);
+  int norms = 0;
+  for (const Node& n : p.nodes) {
+    if (n.op != Op::Normalize) continue;
+    ++norms;
+    int region = f.region_of[static_cast<size_t>(n.id)];
+    ASSERT_GE(region, 0) << ir::printNode(n);
+    int gain = -1, bias = -1;  // the mul that reads the norm, the add that reads the mul
+    for (const Node& m : p.nodes)
+      if (m.op == Op::Binary && m.fn == "mul" && m.inputs[0] == n.id) gain = m.id;
+    for (const Node& m : p.nodes)
+      if (gain >= 0 && m.op == Op::Binary && m.fn == "add" && m.inputs[0] == gain) bias = m.id;
+    ASSERT_GE(bias, 0) << ir::printNode(n);
+    EXPECT_EQ(f.region_of[static_cast<size_t>(gain)], region) << printFusion(p, f);
+    EXPECT_EQ(f.region_of[static_cast<size_t>(bias)], region) << printFusion(p, f);
+  }
+  EXPECT_EQ(norms, 5);  // two per block, two blocks, and the last
+}
+
 TEST(FuseRegions, EmitFusedPrintsRegions) {
   std::string out, err;
   int rc = cli::runCli({"check", std::string(DTL_SOURCE_DIR) + "/samples/synthetic_mlp.dtl", "--emit=fused", "--world", "1"}, out, err);
   EXPECT_EQ(rc, 0) << err;
   EXPECT_NE(out.find("region0: "), std::string::npos) << out;
   EXPECT_NE(out.find(" regions fusing "), std::string::npos) << out;
+  // --kernels jit: the regions it runs, so no gelu or its gradient (a libm call per element)
+  const std::string gpt = std::string(DTL_SOURCE_DIR) + "/samples/char_gpt.dtl";
+  out.clear();
+  ASSERT_EQ(cli::runCli({"check", gpt, "--emit=fused", "--world", "1"}, out, err), 0) << err;
+  EXPECT_NE(out.find(" gelu_grad %"), std::string::npos) << out;
+  EXPECT_NE(out.find(" normalize_grad"), std::string::npos) << out;
+  out.clear();
+  ASSERT_EQ(cli::runCli({"check", gpt, "--emit=fused", "--world", "1", "--kernels", "jit"}, out, err), 0) << err;
+  EXPECT_EQ(out.find(" gelu"), std::string::npos) << out;
+  EXPECT_NE(out.find(" normalize_grad"), std::string::npos) << out;
 #ifndef DTL_HAVE_CODEGEN
   EXPECT_EQ(cli::runCli({"check", std::string(DTL_SOURCE_DIR) + "/samples/synthetic_mlp.dtl", "--emit=ptx", "--world", "1"}, out, err), 2);
   EXPECT_NE(err.find("built without it"), std::string::npos) << err;
