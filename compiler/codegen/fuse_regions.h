@@ -29,7 +29,9 @@ struct Fusion {
 
 // Which op classes may be fused: a fixed rule per target, never a timing.
 struct FuseRules {
-  // Unary exp log tanh sigmoid silu gelu gelu_tanh, Softmax and LogSoftmax:
+  // Unary exp log tanh sigmoid silu gelu gelu_tanh, Softmax, LogSoftmax,
+  // LogSoftmaxGrad and the UnaryGrad of a fn whose derivative calls libm
+  // (region.h's gradNeedsLibm):
   // the generator evaluates them with a scalar double libm call per element
   // (emit_llvm.h), several times slower on x86 than the fast backend's
   // vectorised kernels, so `--kernels jit` leaves them unfused (false).
