@@ -6,6 +6,7 @@
 // in the names of the double-precision math functions.
 #include "compiler/codegen/emit_llvm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -66,6 +67,7 @@ class Emitter {
   llvm::LLVMContext& ctx_;
   llvm::IRBuilder<> b_;
   std::vector<Value*> bufs_;  // the buffer pointers inside the function being emitted
+  const std::vector<int>* loads_ = nullptr;  // the phase being emitted: elementwise nodes it loads
   Value* begin_ = nullptr;    // x86: the rows of the split this call computes
   Value* end_ = nullptr;
 };
@@ -173,6 +175,7 @@ Value* Emitter::elementPtr(int buffer, const Coords& c) {
 }
 
 void Emitter::point(const PlanPhase& phase, const Coords& c) {
+  loads_ = &phase.loads;
   Memo memo;
   Value* reduced = phase.reduction >= 0 ? reduction(phase.reduction, c) : nullptr;
   for (int buffer : phase.stores) {
@@ -213,6 +216,11 @@ Value* Emitter::value(int id, const Coords& c, Memo& memo) {
   if (auto it = memo.find(id); it != memo.end()) return it->second;
   const RegionNode& n = r_.node(id);
   Value* v = nullptr;
+  if (loads_ && std::find(loads_->begin(), loads_->end(), id) != loads_->end()) {  // an output stored before
+    v = b_.CreateLoad(f32(), elementPtr(plan_.home[static_cast<size_t>(id)], c));
+    memo[id] = v;
+    return v;
+  }
   switch (n.kind) {
     case Kind::Input:
     case Kind::Reduce: v = b_.CreateLoad(f32(), elementPtr(plan_.home[static_cast<size_t>(id)], c)); break;

@@ -13,7 +13,11 @@
 //    the elementwise expressions, reading inputs and reduction buffers.
 // Elementwise nodes are never stored except as outputs: they are recomputed
 // where needed (a region is small; a reduction's result is the only thing
-// worth keeping).
+// worth keeping) — but a reduction whose operand is itself an output reads
+// it from the output's buffer: that output's phase runs just before the
+// reduction's when every reduction the phase reads is done by then (a norm's
+// gradient then summed over the batch for a bias would otherwise compute the
+// whole gradient twice, the second time along the strided batch dim).
 // 4. The split: when every phase's space starts with the same dim (never a
 //    reduced one: a reduction's space is its result's), rows of that dim are
 //    independent — each point reads and writes only its own row of what the
@@ -44,11 +48,13 @@ struct PlanPhase {
   Shape space;              // the points the phase visits, row-major (last dim fastest)
   int reduction = -1;       // the reduce node this phase computes, or -1 (an output phase)
   std::vector<int> stores;  // buffer indices written at each point
+  std::vector<int> loads;   // elementwise nodes it loads from their output buffers (written by an earlier phase)
 };
 
 struct KernelPlan {
   std::vector<PlanBuffer> buffers;
-  std::vector<int> home;  // per node: the buffer a consumer loads it from, or -1 (recomputed)
+  std::vector<int> home;  // per node: the buffer a consumer loads it from (an elementwise node: only
+                          // in a phase that lists it in `loads`), or -1 (recomputed)
   std::vector<PlanPhase> phases;
   int inputs = 0, outputs = 0, scratch = 0;  // buffer counts by role
   std::string split;  // the dim every phase's outermost loop runs over, or "" (no split)

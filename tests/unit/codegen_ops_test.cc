@@ -264,6 +264,19 @@ TEST_F(CodegenOps, GradientsAndNormsAreTheReferenceKernels) {
   }
 }
 
+TEST_F(CodegenOps, AReductionOfAStoredOutputAsTheReference) {
+  // codegen_region_test's plan: the batch sum loads dx; its values are the reference's
+  Region r("norm_grad_bias");
+  const Shape s{{{"batch", 5}, {"d", 33}}};
+  int x = r.input("x", s);
+  int dy = r.input("dy", s);
+  int dx = r.normalizeGrad(x, dy, "d", 1e-5f);
+  r.output("dx", dx);
+  r.output("db", r.reduce(ReduceFn::Sum, dx, "batch"));
+  std::mt19937_64 rng(23);
+  checkRegion(r, {randomValues(165, rng), randomValues(165, rng)}, &stats_);
+}
+
 TEST(CodegenJit, ReportsTheHostItCompilesFor) {
   HostTarget h = hostTarget();
   EXPECT_FALSE(h.cpu.empty());

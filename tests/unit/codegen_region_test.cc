@@ -107,5 +107,47 @@ TEST(CodegenKernelPlan, BuffersAndPhasesOfASoftmax) {
   EXPECT_EQ(p.scratch, 1);
 }
 
+// A norm's gradient that a bias gradient then sums over the batch: the
+// gradient's phase runs before that sum, which loads it rather than
+// computing the whole chain again; a reduction of an input or of a value
+// that needs a later reduction still computes its operand.
+TEST(CodegenKernelPlan, AReductionLoadsAnOutputStoredBeforeIt) {
+  Region r("norm_grad_bias");
+  const Shape s{{{"batch", 4}, {"d", 8}}};
+  int x = r.input("x", s), dy = r.input("dy", s);
+  int dx = r.normalizeGrad(x, dy, "d", 1e-5f);
+  int bias = r.reduce(ReduceFn::Sum, dx, "batch");
+  r.output("dx", dx);
+  r.output("db", bias);
+  r.output("x_total", r.reduce(ReduceFn::Sum, x, "batch"));
+  KernelPlan p = planKernel(r);
+  int stored = -1, summed = -1;
+  for (size_t k = 0; k < p.phases.size(); ++k) {
+    if (p.phases[k].reduction == -1) stored = static_cast<int>(k);
+    if (p.phases[k].reduction == bias) summed = static_cast<int>(k);
+    if (p.phases[k].reduction != bias) EXPECT_TRUE(p.phases[k].loads.empty()) << k;
+  }
+  ASSERT_GE(stored, 0);
+  EXPECT_EQ(summed, stored + 1);
+  EXPECT_EQ(p.phases[static_cast<size_t>(summed)].loads, std::vector<int>{dx});
+  EXPECT_EQ(p.buffers[static_cast<size_t>(p.home[static_cast<size_t>(dx)])].name, "dx");
+  EXPECT_EQ(p.phases.back().reduction, r.outputs()[2].node);  // x's sum: an input, read from its buffer
+  EXPECT_EQ(p.split, "");  // the batch sum's space starts with d
+
+  // An output phase that needs a reduction not done yet stays where it was:
+  // e's phase also writes `shifted`, which needs the max of e, so the max
+  // computes e itself.
+  Region c("cycle");
+  int cx = c.input("x", s);
+  int e = c.unary(UnaryFn::Neg, cx);
+  int m = c.reduce(ReduceFn::Max, e, "d");
+  c.output("e", e);
+  c.output("shifted", c.binary(BinaryFn::Sub, e, m));  // same shape as e: one phase, after the max
+  KernelPlan q = planKernel(c);
+  ASSERT_EQ(q.phases.size(), 2u);
+  EXPECT_EQ(q.phases[0].reduction, m);
+  EXPECT_TRUE(q.phases[0].loads.empty());
+}
+
 }  // namespace
 }  // namespace dtl::codegen
