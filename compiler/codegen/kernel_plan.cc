@@ -24,31 +24,8 @@ KernelPlan planKernel(const Region& r) {
       p.home[static_cast<size_t>(o.node)] = b;
   }
   p.outputs = static_cast<int>(p.buffers.size()) - p.inputs;
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    if (nodes[k].kind != Kind::Reduce || p.home[k] >= 0) continue;
-    int id = static_cast<int>(k);
-    p.home[k] = addBuffer(PlanBuffer::Role::Scratch, id, "scratch%" + std::to_string(k));
-    stores_of[k].push_back(p.home[k]);
-  }
-  p.scratch = static_cast<int>(p.buffers.size()) - p.inputs - p.outputs;
-  // 3. output phases, one per distinct shape (dims and order), in order of first output
-  std::vector<PlanPhase> outputs;
-  std::vector<int> output_phase(nodes.size(), -1);  // per elementwise output node
-  for (const RegionOutput& o : r.outputs()) {
-    if (r.node(o.node).kind == Kind::Reduce) continue;
-    const Shape& s = r.node(o.node).shape;
-    size_t i = 0;
-    while (i < outputs.size() && outputs[i].space != s) ++i;
-    if (i == outputs.size()) outputs.push_back({s, -1, {}, {}});
-    output_phase[static_cast<size_t>(o.node)] = static_cast<int>(i);
-    for (int b : stores_of[static_cast<size_t>(o.node)])
-      if (std::find(outputs[i].stores.begin(), outputs[i].stores.end(), b) == outputs[i].stores.end())
-        outputs[i].stores.push_back(b);
-  }
-  // 2 and 3 in order: reductions in node order, an output phase moved up to
-  // just before a reduction that reads one of its outputs when every
-  // reduction the phase needs is done by then.
-  std::vector<std::vector<int>> needs(nodes.size());  // per node: the reductions its value reads
+  // Per node: the reductions its value reads (through elementwise nodes).
+  std::vector<std::vector<int>> needs(nodes.size());
   for (size_t k = 0; k < nodes.size(); ++k) {
     const RegionNode& n = nodes[k];
     if (n.kind == Kind::Reduce) continue;
@@ -61,31 +38,53 @@ KernelPlan planKernel(const Region& r) {
     std::sort(needs[k].begin(), needs[k].end());
     needs[k].erase(std::unique(needs[k].begin(), needs[k].end()), needs[k].end());
   }
-  std::vector<bool> placed(outputs.size(), false), reduced(nodes.size(), false);
-  auto ready = [&](size_t i) {
-    for (const RegionOutput& o : r.outputs())
-      if (output_phase[static_cast<size_t>(o.node)] == static_cast<int>(i))
-        for (int red : needs[static_cast<size_t>(o.node)])
-          if (!reduced[static_cast<size_t>(red)]) return false;
-    return true;
-  };
+  // A reduction's operand to store first: an elementwise value that reads a
+  // reduction keeping the dim this one reduces. Decided by the region's
+  // structure alone, never by which nodes are outputs, so a region and its
+  // probe (every node an output) sum in the same order.
+  std::vector<bool> stored(nodes.size(), false);
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    if (nodes[k].kind != Kind::Reduce) continue;
+    const size_t x = static_cast<size_t>(nodes[k].a);
+    if (nodes[x].kind == Kind::Input || nodes[x].kind == Kind::Const || nodes[x].kind == Kind::Reduce) continue;
+    for (int red : needs[x]) stored[x] = stored[x] || nodes[static_cast<size_t>(red)].shape.has(nodes[k].dim);
+  }
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    bool reduction = nodes[k].kind == Kind::Reduce;
+    if ((!reduction && !stored[k]) || p.home[k] >= 0) continue;
+    int id = static_cast<int>(k);
+    p.home[k] = stores_of[k].empty() || reduction ? addBuffer(PlanBuffer::Role::Scratch, id, "scratch%" + std::to_string(k))
+                                                  : stores_of[k].front();
+    if (reduction || stores_of[k].empty()) stores_of[k].push_back(p.home[k]);
+  }
+  p.scratch = static_cast<int>(p.buffers.size()) - p.inputs - p.outputs;
+  // 2. reduction phases, in node order, each after the phase that stores its operand if it is stored
   for (size_t k = 0; k < nodes.size(); ++k) {
     if (nodes[k].kind != Kind::Reduce) continue;
     PlanPhase phase{nodes[k].shape, static_cast<int>(k), stores_of[k], {}};
-    int x = nodes[k].a, i = output_phase[static_cast<size_t>(x)];
-    Kind xk = nodes[static_cast<size_t>(x)].kind;
-    bool computed = xk != Kind::Input && xk != Kind::Const;  // an input's own buffer is read anyway
-    if (computed && i >= 0 && (placed[static_cast<size_t>(i)] || ready(static_cast<size_t>(i)))) {
-      if (!placed[static_cast<size_t>(i)]) p.phases.push_back(outputs[static_cast<size_t>(i)]);
-      placed[static_cast<size_t>(i)] = true;
-      phase.loads.push_back(x);
-      p.home[static_cast<size_t>(x)] = stores_of[static_cast<size_t>(x)].front();
+    const size_t x = static_cast<size_t>(nodes[k].a);
+    if (stored[x]) {
+      if (std::none_of(p.phases.begin(), p.phases.end(), [&](const PlanPhase& q) { return q.stores == stores_of[x]; }))
+        p.phases.push_back({nodes[x].shape, -1, stores_of[x], {}});
+      phase.loads.push_back(static_cast<int>(x));
     }
     p.phases.push_back(phase);
-    reduced[k] = true;
   }
-  for (size_t i = 0; i < outputs.size(); ++i)
-    if (!placed[i]) p.phases.push_back(outputs[i]);
+  // 3. output phases, one per distinct shape (dims and order), in order of first output
+  size_t first_output_phase = p.phases.size();
+  for (const RegionOutput& o : r.outputs()) {
+    if (r.node(o.node).kind == Kind::Reduce || stored[static_cast<size_t>(o.node)]) continue;
+    const Shape& s = r.node(o.node).shape;
+    PlanPhase* phase = nullptr;
+    for (size_t i = first_output_phase; i < p.phases.size(); ++i)
+      if (p.phases[i].space == s) phase = &p.phases[i];
+    if (!phase) {
+      p.phases.push_back({s, -1, {}, {}});
+      phase = &p.phases.back();
+    }
+    for (int b : stores_of[static_cast<size_t>(o.node)])
+      if (std::find(phase->stores.begin(), phase->stores.end(), b) == phase->stores.end()) phase->stores.push_back(b);
+  }
   // 4. the split
   bool split = !p.phases.empty();
   for (const PlanPhase& phase : p.phases)

@@ -4,7 +4,7 @@
 //
 // 1. Buffers, in argument order: every input (f32), every output (f32, or
 //    one byte per Bool), then one f32 scratch buffer per reduction that is
-//    not an output. Each is dense row-major in its node's shape order.
+//    not an output and per stored operand (below) that is not an output. Each is dense row-major in its node's shape order.
 // 2. One phase per reduction, in node order (a reduction may read earlier
 //    ones): over the points of its result shape, a loop along the reduced dim
 //    evaluates the operand's elementwise expression and accumulates.
@@ -13,11 +13,14 @@
 //    the elementwise expressions, reading inputs and reduction buffers.
 // Elementwise nodes are never stored except as outputs: they are recomputed
 // where needed (a region is small; a reduction's result is the only thing
-// worth keeping) — but a reduction whose operand is itself an output reads
-// it from the output's buffer: that output's phase runs just before the
-// reduction's when every reduction the phase reads is done by then (a norm's
-// gradient then summed over the batch for a bias would otherwise compute the
-// whole gradient twice, the second time along the strided batch dim).
+// worth keeping) — but where a reduction's operand reads another reduction
+// that keeps the dim this one reduces (a layer norm's gradient, over d,
+// summed over the batch for a bias), recomputing it would redo that whole
+// chain for every step of the reduction, along a strided dim: the operand is
+// stored first (in its output buffer, else a scratch buffer) by a phase of
+// its own just before the reduction's, which loads it. This depends on the
+// region's structure only, not on which nodes are outputs, so a region and
+// the oracle's probe of it (every node an output) sum in the same order.
 // 4. The split: when every phase's space starts with the same dim (never a
 //    reduced one: a reduction's space is its result's), rows of that dim are
 //    independent — each point reads and writes only its own row of what the
@@ -48,7 +51,7 @@ struct PlanPhase {
   Shape space;              // the points the phase visits, row-major (last dim fastest)
   int reduction = -1;       // the reduce node this phase computes, or -1 (an output phase)
   std::vector<int> stores;  // buffer indices written at each point
-  std::vector<int> loads;   // elementwise nodes it loads from their output buffers (written by an earlier phase)
+  std::vector<int> loads;   // a reduction's stored operand, loaded from its buffer (written by the phase before)
 };
 
 struct KernelPlan {

@@ -109,8 +109,7 @@ TEST(CodegenKernelPlan, BuffersAndPhasesOfASoftmax) {
 
 // A norm's gradient that a bias gradient then sums over the batch: the
 // gradient's phase runs before that sum, which loads it rather than
-// computing the whole chain again; a reduction of an input or of a value
-// that needs a later reduction still computes its operand.
+// computing the whole chain again.
 TEST(CodegenKernelPlan, AReductionLoadsAnOutputStoredBeforeIt) {
   Region r("norm_grad_bias");
   const Shape s{{{"batch", 4}, {"d", 8}}};
@@ -134,19 +133,24 @@ TEST(CodegenKernelPlan, AReductionLoadsAnOutputStoredBeforeIt) {
   EXPECT_EQ(p.phases.back().reduction, r.outputs()[2].node);  // x's sum: an input, read from its buffer
   EXPECT_EQ(p.split, "");  // the batch sum's space starts with d
 
-  // An output phase that needs a reduction not done yet stays where it was:
-  // e's phase also writes `shifted`, which needs the max of e, so the max
-  // computes e itself.
-  Region c("cycle");
-  int cx = c.input("x", s);
-  int e = c.unary(UnaryFn::Neg, cx);
-  int m = c.reduce(ReduceFn::Max, e, "d");
-  c.output("e", e);
-  c.output("shifted", c.binary(BinaryFn::Sub, e, m));  // same shape as e: one phase, after the max
+  // A reduction of a value that reads no reduction keeping its dim (a
+  // softmax's sum of exp(x − max)) recomputes it: nothing stored.
+  Region c("softmax");
+  c.output("y", c.softmax(c.input("x", s), "d"));
   KernelPlan q = planKernel(c);
-  ASSERT_EQ(q.phases.size(), 2u);
-  EXPECT_EQ(q.phases[0].reduction, m);
-  EXPECT_TRUE(q.phases[0].loads.empty());
+  ASSERT_EQ(q.phases.size(), 3u);
+  for (const PlanPhase& phase : q.phases) EXPECT_TRUE(phase.loads.empty());
+  EXPECT_EQ(q.scratch, 2);  // the max and the sum
+
+  // The bias gradient alone an output: dx goes to a scratch buffer of its own.
+  Region b("bias_only");
+  int bx = b.input("x", s), bdy = b.input("dy", s);
+  int bdx = b.normalizeGrad(bx, bdy, "d", 1e-5f);
+  b.output("db", b.reduce(ReduceFn::Sum, bdx, "batch"));
+  KernelPlan t = planKernel(b);
+  const PlanBuffer& home = t.buffers[static_cast<size_t>(t.home[static_cast<size_t>(bdx)])];
+  EXPECT_EQ(home.role, PlanBuffer::Role::Scratch);
+  EXPECT_EQ(home.shape, s);
 }
 
 }  // namespace
