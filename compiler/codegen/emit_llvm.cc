@@ -6,6 +6,7 @@
 // in the names of the f32 math functions.
 #include "compiler/codegen/emit_llvm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -53,10 +54,14 @@ class Emitter {
   Value* value(int id, const Coords& c, Memo& memo);
   Value* reduction(int id, const Coords& c);
   Value* unaryOp(UnaryFn fn, Value* x);
-  Value* math(const char* fn, Value* x);  // float fn(float)
-  Value* flt(double v);                   // an f32 constant
+  Value* math(const char* fn, Value* x);     // float fn(float)
+  Value* mathF64(const char* fn, Value* x);  // double fn(double): the derivatives' reference formulas
+  Value* flt(double v);                      // an f32 constant
   Value* sigmoid(Value* x);
+  Value* sigmoidF64(Value* d);
   Value* silu(Value* x);
+  Value* unaryGradOp(UnaryFn fn, Value* x, Value* dy);
+  Value* derivative(UnaryFn fn, Value* d);
   Value* intrinsic(llvm::Intrinsic::ID id, Value* x);
 
   const Region& r_;
@@ -66,6 +71,7 @@ class Emitter {
   llvm::LLVMContext& ctx_;
   llvm::IRBuilder<> b_;
   std::vector<Value*> bufs_;  // the buffer pointers inside the function being emitted
+  const std::vector<int>* loads_ = nullptr;  // the phase being emitted: elementwise nodes it loads
   Value* begin_ = nullptr;    // x86: the rows of the split this call computes
   Value* end_ = nullptr;
 };
@@ -173,6 +179,7 @@ Value* Emitter::elementPtr(int buffer, const Coords& c) {
 }
 
 void Emitter::point(const PlanPhase& phase, const Coords& c) {
+  loads_ = &phase.loads;
   Memo memo;
   Value* reduced = phase.reduction >= 0 ? reduction(phase.reduction, c) : nullptr;
   for (int buffer : phase.stores) {
@@ -213,6 +220,11 @@ Value* Emitter::value(int id, const Coords& c, Memo& memo) {
   if (auto it = memo.find(id); it != memo.end()) return it->second;
   const RegionNode& n = r_.node(id);
   Value* v = nullptr;
+  if (loads_ && std::find(loads_->begin(), loads_->end(), id) != loads_->end()) {  // an output stored before
+    v = b_.CreateLoad(f32(), elementPtr(plan_.home[static_cast<size_t>(id)], c));
+    memo[id] = v;
+    return v;
+  }
   switch (n.kind) {
     case Kind::Input:
     case Kind::Reduce: v = b_.CreateLoad(f32(), elementPtr(plan_.home[static_cast<size_t>(id)], c)); break;
@@ -235,6 +247,10 @@ Value* Emitter::value(int id, const Coords& c, Memo& memo) {
       }
       break;
     }
+    case Kind::UnaryGrad: v = unaryGradOp(n.unary, value(n.a, c, memo), value(n.b, c, memo)); break;
+    case Kind::Select:  // the condition is a comparison's i1
+      v = b_.CreateSelect(value(n.a, c, memo), value(n.b, c, memo), value(n.c, c, memo));
+      break;
   }
   memo[id] = v;
   return v;
@@ -267,6 +283,24 @@ Value* Emitter::math(const char* fn, Value* x) {
 }
 
 Value* Emitter::flt(double v) { return llvm::ConstantFP::get(f32(), v); }
+
+// double fn(double) of libm or libdevice, one scalar call per element: the
+// unary gradients follow the reference's double formulas and round once
+// (FuseRules::libm_gradients keeps them unfused on x86 for that reason).
+Value* Emitter::mathF64(const char* fn, Value* x) {
+  std::string name = target_ == Target::NVPTX ? std::string("__nv_") + fn : std::string(fn);
+  llvm::FunctionCallee callee = m_.getOrInsertFunction(name, llvm::FunctionType::get(f64(), {f64()}, false));
+  if (auto* f = llvm::dyn_cast<llvm::Function>(callee.getCallee()); f && f->isDeclaration()) {
+    f->setDoesNotAccessMemory();  // errno is of no interest here
+    f->setDoesNotThrow();
+    f->setWillReturn();
+  }
+  auto* call = b_.CreateCall(callee, {x});
+  call->setDoesNotAccessMemory();
+  return call;
+}
+
+Value* Emitter::sigmoidF64(Value* d) { return b_.CreateFDiv(dbl(1.0), b_.CreateFAdd(dbl(1.0), mathF64("exp", b_.CreateFNeg(d)))); }
 
 // 1/(1 + e^−x) without overflow: e = exp(−|x|) ≤ 1, then s = 1/(1 + e) for
 // x ≥ 0 and e·s for x < 0, so a very negative x gives e^x (a denormal, as the
@@ -316,6 +350,58 @@ Value* Emitter::unaryOp(UnaryFn fn, Value* x) {
     }
   }
   return x;
+}
+
+// The reference's unaryBackward (runtime/kernels/reference/elementwise.cc):
+// relu selects; every other fn is dy · f'(x) in double, rounded once.
+Value* Emitter::unaryGradOp(UnaryFn fn, Value* x, Value* dy) {
+  if (fn == UnaryFn::Relu)  // x ≤ 0 ? 0 : dy, so dy at a NaN x and 0 for any dy at x ≤ 0
+    return b_.CreateSelect(b_.CreateFCmpOLE(x, llvm::ConstantFP::get(f32(), 0.0)), llvm::ConstantFP::get(f32(), 0.0), dy);
+  Value* d = b_.CreateFPExt(x, f64());
+  return b_.CreateFPTrunc(b_.CreateFMul(b_.CreateFPExt(dy, f64()), derivative(fn, d)), f32());
+}
+
+// f'(x) in double, the reference's `derivative`, operation for operation.
+Value* Emitter::derivative(UnaryFn fn, Value* d) {
+  auto mul = [&](Value* a, Value* b) { return b_.CreateFMul(a, b); };
+  auto add = [&](Value* a, Value* b) { return b_.CreateFAdd(a, b); };
+  auto sub = [&](Value* a, Value* b) { return b_.CreateFSub(a, b); };
+  const double kC = 0.044715, kSqrt2OverPi = std::sqrt(2.0 / std::numbers::pi);
+  switch (fn) {
+    case UnaryFn::Relu: break;
+    case UnaryFn::Gelu: {  // 0.5 · (1 + erf(x / √2)) + x · exp(−0.5 · x · x) / √(2π)
+      Value* pdf = b_.CreateFDiv(mathF64("exp", mul(mul(dbl(-0.5), d), d)), dbl(std::sqrt(2.0 * std::numbers::pi)));
+      return add(mul(dbl(0.5), add(dbl(1.0), mathF64("erf", b_.CreateFDiv(d, dbl(std::numbers::sqrt2))))), mul(d, pdf));
+    }
+    case UnaryFn::GeluTanh: {  // 0.5 · (1 + t) + 0.5 · x · (1 − t²) · √(2/π) · (1 + 3 · 0.044715 · x · x)
+      Value* cube = mul(mul(mul(dbl(kC), d), d), d);
+      Value* t = mathF64("tanh", mul(dbl(kSqrt2OverPi), add(d, cube)));
+      Value* slope = add(dbl(1.0), mul(mul(dbl(3.0 * kC), d), d));
+      return add(mul(dbl(0.5), add(dbl(1.0), t)),
+                 mul(mul(mul(mul(dbl(0.5), d), sub(dbl(1.0), mul(t, t))), dbl(kSqrt2OverPi)), slope));
+    }
+    case UnaryFn::Silu: {  // s · (1 + x · (1 − s))
+      Value* s = sigmoidF64(d);
+      return mul(s, add(dbl(1.0), mul(d, sub(dbl(1.0), s))));
+    }
+    case UnaryFn::Tanh: {
+      Value* t = mathF64("tanh", d);
+      return sub(dbl(1.0), mul(t, t));
+    }
+    case UnaryFn::Sigmoid: {
+      Value* s = sigmoidF64(d);
+      return mul(s, sub(dbl(1.0), s));
+    }
+    case UnaryFn::Exp: return mathF64("exp", d);
+    case UnaryFn::Log: return b_.CreateFDiv(dbl(1.0), d);
+    case UnaryFn::Sqrt: return b_.CreateFDiv(dbl(0.5), intrinsic(llvm::Intrinsic::sqrt, d));
+    case UnaryFn::Rsqrt: return b_.CreateFDiv(dbl(-0.5), mul(d, intrinsic(llvm::Intrinsic::sqrt, d)));
+    case UnaryFn::Neg: return dbl(-1.0);
+    case UnaryFn::Abs:  // 1, −1, or 0 (NaN included)
+      return b_.CreateSelect(b_.CreateFCmpOGT(d, dbl(0.0)), dbl(1.0),
+                             b_.CreateSelect(b_.CreateFCmpOLT(d, dbl(0.0)), dbl(-1.0), dbl(0.0)));
+  }
+  return dbl(0.0);
 }
 
 void Emitter::emitX86(const std::string& symbol) {

@@ -6,17 +6,23 @@
 //    - Unary (every fn of region.h), Binary (arithmetic on f32; a comparison
 //      gives Bool), Reduce sum|mean|max over one name, ReduceTo that removes
 //      one name (a sum), Softmax and LogSoftmax (region.h's max → sub → exp →
-//      sum → div|log chain);
+//      sum → div|log chain), UnaryGrad (region.h's unaryGrad: one node, the
+//      reference's double formula), SoftmaxGrad and LogSoftmaxGrad, Normalize,
+//      RmsNormalize and their *Grad over one name (region.h's composites, the
+//      reference's formulas in f32 with eps an f32 constant);
 //    - whose operands are f32 (a Bool or i32 value is never read inside a
 //      region: a comparison is always a region output) and whose result's
 //      shape, as the region IR derives it (broadcast by name, the reduced dim
 //      dropped), is the node's own shape, names in the same order.
 //    With FuseRules::transcendentals false (not `--kernels jit`'s rule), the
-//    transcendental Unary fns and Softmax/LogSoftmax are not fusable either.
-//    Everything else runs as it does today: contractions, embeddings,
-//    attention, norms, dropout, cross-entropy, the *Grad kinds, collectives,
-//    views (Slice, Reshape, LocalSlice, Result), casts, inputs and
-//    parameters; a node of several results (ir::Node::results) never is.
+//    transcendental Unary fns, Softmax, LogSoftmax and LogSoftmaxGrad are not
+//    fusable either; with FuseRules::libm_gradients false (`--kernels jit`'s
+//    rule), neither is the UnaryGrad of a fn whose derivative calls libm
+//    (region.h's gradNeedsLibm). Everything else runs as it does today:
+//    contractions, embeddings, attention, dropout, cross-entropy, MaxGrad and
+//    the other *Grad kinds, collectives, views (Slice, Reshape, LocalSlice,
+//    Result), casts, inputs and parameters; a node of several results
+//    (ir::Node::results) never is.
 // 2. Folded nodes. A Const f32 scalar read by a fused node is a constant of
 //    that node's region (it is a region member when every reader is in that
 //    region). An Align is *folded* — its readers read its operand, which the
@@ -156,6 +162,24 @@ class Fuser {
       case Op::LogSoftmax:
         return rules_.transcendentals && n.dtype == DType::F32 && n.inputs.size() == 1 && n.names.size() == 1 &&
                regionShape(n.inputs[0]) == n.shape && n.shape.has(n.names[0]);
+      case Op::UnaryGrad: {
+        auto fn = parseUnaryFn(n.fn);
+        if (!fn || (!rules_.libm_gradients && gradNeedsLibm(*fn)) || n.inputs.size() != 2) return false;
+        auto s = broadcastShapes(regionShape(n.inputs[0]), regionShape(n.inputs[1]));
+        return n.dtype == DType::F32 && s && *s == n.shape;
+      }
+      case Op::LogSoftmaxGrad:
+        if (!rules_.transcendentals) return false;
+        [[fallthrough]];
+      case Op::SoftmaxGrad:
+      case Op::NormalizeGrad:
+      case Op::RmsNormalizeGrad:  // (y or x, dy) over one name, both of the node's shape
+        return n.dtype == DType::F32 && n.inputs.size() == 2 && n.names.size() == 1 && n.shape.has(n.names[0]) &&
+               regionShape(n.inputs[0]) == n.shape && regionShape(n.inputs[1]) == n.shape;
+      case Op::Normalize:
+      case Op::RmsNormalize:
+        return n.dtype == DType::F32 && n.inputs.size() == 1 && n.names.size() == 1 && n.shape.has(n.names[0]) &&
+               regionShape(n.inputs[0]) == n.shape;
       default:
         return false;
     }
@@ -350,6 +374,25 @@ Fusion fuseRegions(const prog::Program& p, const prog::Schedule& s, const FuseRu
 
 Fusion fuseRegions(const prog::Program& p) { return fuseRegions(p, p.train); }
 
+Fusion plannedFusion(const prog::Program& p) {
+  Fusion f;
+  f.region_of.assign(p.nodes.size(), -1);
+  for (const prog::Instr& in : p.train.instrs) {
+    if (in.kind != prog::Instr::Fused) continue;
+    FusedRegion fr;
+    fr.members = p.fused[static_cast<size_t>(in.id)];
+    fr.region = buildRegion(p, fr.members, "region" + std::to_string(f.regions.size()));
+    std::set<int> nodes(fr.members.nodes.begin(), fr.members.nodes.end());
+    nodes.insert(fr.members.folded.begin(), fr.members.folded.end());
+    fr.nodes.assign(nodes.begin(), nodes.end());
+    fr.inputs = fr.members.inputs;
+    fr.outputs = fr.members.outputs;
+    for (int v : fr.nodes) f.region_of[static_cast<size_t>(v)] = static_cast<int>(f.regions.size());
+    f.regions.push_back(std::move(fr));
+  }
+  return f;
+}
+
 // The members in the order they ran; an operand is looked through when it
 // is a folded Align, a constant when it is a scalar f32 Const, a member's
 // value when computed before, else a new input.
@@ -398,6 +441,26 @@ Region buildRegion(const prog::Program& p, prog::Fused& f, const std::string& na
       }
       case Op::Softmax: id = r.softmax(get(n.inputs[0]), n.names[0]); break;
       case Op::LogSoftmax: id = r.logSoftmax(get(n.inputs[0]), n.names[0]); break;
+      case Op::UnaryGrad: {
+        int x = get(n.inputs[0]), dy = get(n.inputs[1]);
+        id = r.unaryGrad(*parseUnaryFn(n.fn), x, dy);
+        break;
+      }
+      case Op::SoftmaxGrad:
+      case Op::LogSoftmaxGrad:
+      case Op::NormalizeGrad:
+      case Op::RmsNormalizeGrad: {
+        int x = get(n.inputs[0]), dy = get(n.inputs[1]);
+        const std::string& dim = n.names[0];
+        float eps = static_cast<float>(n.scalar);
+        id = n.op == Op::SoftmaxGrad      ? r.softmaxGrad(x, dy, dim)
+             : n.op == Op::LogSoftmaxGrad ? r.logSoftmaxGrad(x, dy, dim)
+             : n.op == Op::NormalizeGrad  ? r.normalizeGrad(x, dy, dim, eps)
+                                          : r.rmsNormalizeGrad(x, dy, dim, eps);
+        break;
+      }
+      case Op::Normalize: id = r.normalize(get(n.inputs[0]), n.names[0], static_cast<float>(n.scalar)); break;
+      case Op::RmsNormalize: id = r.rmsNormalize(get(n.inputs[0]), n.names[0], static_cast<float>(n.scalar)); break;
       default: throw std::logic_error("fusion: an unfusable node in a region");
     }
     if (r.node(id).shape != n.shape) throw std::logic_error("fusion: a region shape differs from its node's");

@@ -34,11 +34,21 @@ struct FuseRules {
   // libmvec's vector functions, emit_llvm.h and vector_math.h), so `--kernels
   // jit` fuses them; false leaves them to the backend's own kernels.
   bool transcendentals = true;
+  // The UnaryGrad of gelu, gelu_tanh, silu, tanh, sigmoid and exp: the
+  // generator follows the reference's double formula with a scalar double
+  // libm call per element (emit_llvm.cc, Emitter::derivative), several times
+  // slower than the fast backend's vectorised gradients, so `--kernels jit`
+  // leaves them unfused (false) until the generator has vector double math.
+  bool libm_gradients = false;
 };
 
 // The regions of schedule `s` of the program (the training schedule's by default).
 Fusion fuseRegions(const prog::Program& p, const prog::Schedule& s, const FuseRules& rules = {});
 Fusion fuseRegions(const prog::Program& p);
+
+// The regions of a program planned with PlanOptions::fuse, in the order the
+// training schedule runs them (what `dtlc check --emit=fused` prints).
+Fusion plannedFusion(const prog::Program& p);
 
 // A region of the program rebuilt from its members (`f.nodes`, `f.folded`,
 // `f.outputs`); sets `f.inputs` to the values it reads, in input order. The

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 
 #include "core/hash.h"
 
@@ -22,11 +23,25 @@ std::optional<Fn> parseFn(std::string_view name, const Fn (&all)[N]) {
   return std::nullopt;
 }
 
-std::string operandProblem(const std::vector<RegionNode>& nodes, int id, int at) {
+std::string operandProblem(const std::vector<RegionNode>& nodes, int id, int at, DType want = DType::F32) {
   if (id < 0 || id >= at) return "operand %" + std::to_string(id) + " is not an earlier node";
-  if (nodes[static_cast<size_t>(id)].dtype != DType::F32)
-    return "operand %" + std::to_string(id) + " is Bool (a comparison's result is an output only)";
+  if (nodes[static_cast<size_t>(id)].dtype != want)
+    return want == DType::F32 ? "operand %" + std::to_string(id) +
+                                    " is Bool (a comparison's result is an output or a select's condition only)"
+                              : "select's condition %" + std::to_string(id) + " is not a comparison's Bool";
   return "";
+}
+
+// The broadcast of the operands' shapes (the ones that exist yet), if they fit.
+std::optional<Shape> broadcastOf(const std::vector<RegionNode>& nodes, std::initializer_list<int> ids) {
+  Shape s;
+  for (int id : ids) {
+    if (id < 0 || id >= static_cast<int>(nodes.size())) continue;
+    auto b = broadcastShapes(s, nodes[static_cast<size_t>(id)].shape);
+    if (!b) return std::nullopt;
+    s = *b;
+  }
+  return s;
 }
 
 }  // namespace
@@ -52,6 +67,14 @@ std::optional<BinaryFn> parseBinaryFn(std::string_view name) { return parseFn(na
 std::optional<ReduceFn> parseReduceFn(std::string_view name) { return parseFn(name, kAllReduceFns); }
 
 std::optional<Shape> broadcastShapes(const Shape& a, const Shape& b) { return broadcastByName(a, b); }
+
+bool gradNeedsLibm(UnaryFn fn) {
+  switch (fn) {
+    case UnaryFn::Gelu: case UnaryFn::GeluTanh: case UnaryFn::Silu: case UnaryFn::Tanh:
+    case UnaryFn::Sigmoid: case UnaryFn::Exp: return true;
+    default: return false;  // relu neg abs: exact; log sqrt rsqrt: IEEE double ops
+  }
+}
 
 int Region::add(RegionNode n) {
   nodes_.push_back(std::move(n));
@@ -115,6 +138,30 @@ int Region::reduce(ReduceFn fn, int x, const std::string& dim) {
   return add(std::move(n));
 }
 
+int Region::unaryGrad(UnaryFn fn, int x, int dy) {
+  RegionNode n;
+  n.kind = Kind::UnaryGrad;
+  n.unary = fn;
+  n.a = x;
+  n.b = dy;
+  auto s = broadcastOf(nodes_, {x, dy});
+  if (!s) fail(name_, std::string(fnName(fn)) + "_grad of " + node(x).shape.str() + " and " + node(dy).shape.str());
+  n.shape = *s;
+  return add(std::move(n));
+}
+
+int Region::select(int cond, int if_true, int if_false) {
+  RegionNode n;
+  n.kind = Kind::Select;
+  n.a = cond;
+  n.b = if_true;
+  n.c = if_false;
+  auto s = broadcastOf(nodes_, {cond, if_true, if_false});
+  if (!s) fail(name_, "select of operands whose shapes do not broadcast");
+  n.shape = *s;
+  return add(std::move(n));
+}
+
 void Region::output(std::string name, int node_id) {
   if (node_id < 0 || node_id >= static_cast<int>(nodes_.size()))
     fail(name_, "output `" + name + "` of no node (%" + std::to_string(node_id) + ")");
@@ -131,6 +178,65 @@ int Region::logSoftmax(int x, const std::string& dim) {
   int shifted = binary(BinaryFn::Sub, x, reduce(ReduceFn::Max, x, dim));
   int total = reduce(ReduceFn::Sum, unary(UnaryFn::Exp, shifted), dim);
   return binary(BinaryFn::Sub, shifted, unary(UnaryFn::Log, total));
+}
+
+int Region::softmaxGrad(int y, int dy, const std::string& dim) {
+  int total = reduce(ReduceFn::Sum, binary(BinaryFn::Mul, y, dy), dim);
+  return binary(BinaryFn::Mul, y, binary(BinaryFn::Sub, dy, total));
+}
+
+int Region::logSoftmaxGrad(int y, int dy, const std::string& dim) {
+  int total = reduce(ReduceFn::Sum, dy, dim);
+  return binary(BinaryFn::Sub, dy, binary(BinaryFn::Mul, unary(UnaryFn::Exp, y), total));
+}
+
+namespace {
+
+// rsqrt(v + eps): the reference's 1 / sqrt(var + eps).
+int rstd(Region& r, int variance, float eps) {
+  return r.unary(UnaryFn::Rsqrt, r.binary(BinaryFn::Add, variance, r.constant(eps)));
+}
+
+struct Moments {
+  int centered, rstd;
+};
+
+Moments moments(Region& r, int x, const std::string& dim, float eps) {
+  int centered = r.binary(BinaryFn::Sub, x, r.reduce(ReduceFn::Mean, x, dim));
+  int variance = r.reduce(ReduceFn::Mean, r.binary(BinaryFn::Mul, centered, centered), dim);
+  return {centered, rstd(r, variance, eps)};
+}
+
+int rmsScale(Region& r, int x, const std::string& dim, float eps) {
+  return rstd(r, r.reduce(ReduceFn::Mean, r.binary(BinaryFn::Mul, x, x), dim), eps);
+}
+
+}  // namespace
+
+int Region::normalize(int x, const std::string& dim, float eps) {
+  Moments m = moments(*this, x, dim, eps);
+  return binary(BinaryFn::Mul, m.centered, m.rstd);
+}
+
+int Region::rmsNormalize(int x, const std::string& dim, float eps) {
+  return binary(BinaryFn::Mul, x, rmsScale(*this, x, dim, eps));
+}
+
+int Region::normalizeGrad(int x, int dy, const std::string& dim, float eps) {
+  Moments m = moments(*this, x, dim, eps);
+  int xhat = binary(BinaryFn::Mul, m.centered, m.rstd);
+  int mean_dy = reduce(ReduceFn::Mean, dy, dim);
+  int mean_dy_xhat = reduce(ReduceFn::Mean, binary(BinaryFn::Mul, dy, xhat), dim);
+  int inner = binary(BinaryFn::Sub, binary(BinaryFn::Sub, dy, mean_dy), binary(BinaryFn::Mul, xhat, mean_dy_xhat));
+  return binary(BinaryFn::Mul, m.rstd, inner);
+}
+
+int Region::rmsNormalizeGrad(int x, int dy, const std::string& dim, float eps) {
+  int r = rmsScale(*this, x, dim, eps);
+  int mean_dy_x = reduce(ReduceFn::Mean, binary(BinaryFn::Mul, dy, x), dim);
+  int r3 = binary(BinaryFn::Mul, binary(BinaryFn::Mul, r, r), r);
+  return binary(BinaryFn::Sub, binary(BinaryFn::Mul, r, dy),
+                binary(BinaryFn::Mul, binary(BinaryFn::Mul, r3, x), mean_dy_x));
 }
 
 std::vector<int> Region::inputs() const {
@@ -172,6 +278,23 @@ std::string Region::validate() const {
         if (n.dtype != (isComparison(n.binary) ? DType::Bool : DType::F32)) return where + "binary result dtype";
         break;
       }
+      case Kind::UnaryGrad: {
+        if (!(p = operandProblem(nodes_, n.a, at)).empty()) return where + p;
+        if (!(p = operandProblem(nodes_, n.b, at)).empty()) return where + p;
+        auto s = broadcastOf(nodes_, {n.a, n.b});
+        if (!s || *s != n.shape) return where + "gradient result shape is not the operands' broadcast";
+        if (n.dtype != DType::F32) return where + "gradient result dtype";
+        break;
+      }
+      case Kind::Select: {
+        if (!(p = operandProblem(nodes_, n.a, at, DType::Bool)).empty()) return where + p;
+        if (!(p = operandProblem(nodes_, n.b, at)).empty()) return where + p;
+        if (!(p = operandProblem(nodes_, n.c, at)).empty()) return where + p;
+        auto s = broadcastOf(nodes_, {n.a, n.b, n.c});
+        if (!s || *s != n.shape) return where + "select result shape is not the operands' broadcast";
+        if (n.dtype != DType::F32) return where + "select result dtype";
+        break;
+      }
       case Kind::Reduce: {
         if (!(p = operandProblem(nodes_, n.a, at)).empty()) return where + p;
         const Shape& s = nodes_[static_cast<size_t>(n.a)].shape;
@@ -208,6 +331,12 @@ std::string body(const Region& r) {
         s += std::string(fnName(n.binary)) + " %" + std::to_string(n.a) + " %" + std::to_string(n.b);
         break;
       case Kind::Reduce: s += std::string(fnName(n.reduce)) + " %" + std::to_string(n.a) + " over " + n.dim; break;
+      case Kind::UnaryGrad:
+        s += std::string(fnName(n.unary)) + "_grad %" + std::to_string(n.a) + " %" + std::to_string(n.b);
+        break;
+      case Kind::Select:
+        s += "select %" + std::to_string(n.a) + " %" + std::to_string(n.b) + " %" + std::to_string(n.c);
+        break;
     }
     s += " : " + n.shape.str() + (n.dtype == DType::Bool ? " bool" : "") + "\n";
   }

@@ -1,7 +1,8 @@
 // A fused region: what the kernel generator (emit_llvm.h) compiles. A small
 // SSA list over named shapes: f32 inputs, scalar constants, the elementwise
-// functions of core/graph.h's Unary/Binary nodes, and reductions along one
-// dim; some nodes are named outputs. It says what to compute, not how: the
+// functions of core/graph.h's Unary/Binary nodes, a Unary fn's gradient, a
+// select on a comparison, and reductions along one dim; some nodes are named
+// outputs. It says what to compute, not how: the
 // buffers and loop nests are kernel_plan.h's. The fusion pass that cuts
 // regions out of a rank's program is fuse_regions.h.
 #pragma once
@@ -37,18 +38,24 @@ std::optional<UnaryFn> parseUnaryFn(std::string_view name);
 std::optional<BinaryFn> parseBinaryFn(std::string_view name);
 std::optional<ReduceFn> parseReduceFn(std::string_view name);
 inline bool isComparison(BinaryFn fn) { return fn >= BinaryFn::Eq; }
+// Whether the generator evaluates fn's derivative with a libm call (exp, erf, tanh).
+bool gradNeedsLibm(UnaryFn fn);
 
 // core/shape.h broadcastByName: the reference kernels' rule.
 std::optional<Shape> broadcastShapes(const Shape& a, const Shape& b);
 
-enum class Kind { Input, Const, Unary, Binary, Reduce };
+// UnaryGrad: dy · f'(x), the reference's unaryBackward (relu's a select: 0
+// where x ≤ 0, else dy). One node, not a chain of f32 ops: the reference
+// evaluates the derivative in double (1 − tanh² would cancel in f32), and so
+// does the generator, rounding once. Select: c ? a : b, c a comparison's Bool.
+enum class Kind { Input, Const, Unary, Binary, Reduce, UnaryGrad, Select };
 
 struct RegionNode {
   Kind kind = Kind::Const;
   Shape shape;               // the result's named shape
   DType dtype = DType::F32;  // F32, or Bool for a comparison
-  int a = -1, b = -1;        // operands (earlier nodes)
-  UnaryFn unary = UnaryFn::Relu;
+  int a = -1, b = -1, c = -1;  // operands (earlier nodes): UnaryGrad x, dy; Select cond, then, else
+  UnaryFn unary = UnaryFn::Relu;  // Unary and UnaryGrad
   BinaryFn binary = BinaryFn::Add;
   ReduceFn reduce = ReduceFn::Sum;
   std::string dim;   // Reduce: the dim reduced (absent from `shape`)
@@ -68,7 +75,8 @@ struct RegionOutput {
 // Semantics (matching runtime/kernels/reference unless said otherwise):
 // values are f32, rounded after every node; inputs are dense row-major in
 // their shape's order; a comparison gives Bool (stored as one byte, 0 or 1)
-// and Bool values are outputs only; max propagates NaN and keeps the first
+// and a Bool value is an output or a Select's condition, nothing else;
+// operands broadcast by name (Binary, UnaryGrad, Select); max propagates NaN and keeps the first
 // of equal elements; over an empty extent sum is 0, mean is NaN (0/0) and max
 // is -inf (the reference refuses that max; the generator needs a value).
 class Region {
@@ -80,11 +88,24 @@ class Region {
   int unary(UnaryFn fn, int x);
   int binary(BinaryFn fn, int a, int b);
   int reduce(ReduceFn fn, int x, const std::string& dim);
+  int unaryGrad(UnaryFn fn, int x, int dy);
+  int select(int cond, int if_true, int if_false);
   void output(std::string name, int node);
 
-  // Composites of the above, as the fusion pass will see them.
+  // Composites of the above, as the fusion pass sees the graph's nodes: the
+  // formulas of runtime/kernels/reference (softmax.cc, normalize.cc), op for
+  // op, in f32 (eps an f32 constant).
   int softmax(int x, const std::string& dim);     // exp(x − max) / Σ exp(x − max)
   int logSoftmax(int x, const std::string& dim);  // (x − max) − log Σ exp(x − max)
+  int softmaxGrad(int y, int dy, const std::string& dim);     // y · (dy − Σ y·dy)
+  int logSoftmaxGrad(int y, int dy, const std::string& dim);  // dy − exp(y) · Σ dy
+  // (x − μ) · r and x · r', r = rsqrt(mean((x − μ)²) + eps), r' = rsqrt(mean(x²) + eps)
+  int normalize(int x, const std::string& dim, float eps);
+  int rmsNormalize(int x, const std::string& dim, float eps);
+  // r · (dy − mean(dy) − x̂ · mean(dy · x̂)), x̂ = (x − μ) · r
+  int normalizeGrad(int x, int dy, const std::string& dim, float eps);
+  // r' · dy − r'³ · x · mean(dy · x)
+  int rmsNormalizeGrad(int x, int dy, const std::string& dim, float eps);
 
   const std::string& name() const { return name_; }
   const std::vector<RegionNode>& nodes() const { return nodes_; }

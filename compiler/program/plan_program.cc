@@ -228,6 +228,7 @@ class Planner {
 
   // 5. The schedule's regions replace their members' instructions.
   void fuse(Schedule& s) {
+    hoistParamViews(s);
     codegen::FuseRules rules;
     rules.transcendentals = o_.fuse_transcendentals;
     const codegen::Fusion f = codegen::fuseRegions(p_, s, rules);
@@ -254,6 +255,20 @@ class Planner {
       }
     }
     s.instrs = std::move(out);
+  }
+
+  // A parameter and a view of one (its storage the caller's, at an offset)
+  // compute nothing and are ready before the run starts: they run first, in
+  // their order, so that a region may read them wherever it starts (a bias
+  // add or a norm's gain joins the region before it, rather than waiting for
+  // the slice the schedule put just before its reader).
+  void hoistParamViews(Schedule& s) const {
+    auto free = [&](const Instr& in) {
+      if (in.kind != Instr::Run || !paramView(in.id)) return false;
+      const Storage::Kind k = s.storage[static_cast<size_t>(in.id)].kind;
+      return k == Storage::Param || k == Storage::Alias;
+    };
+    std::stable_partition(s.instrs.begin(), s.instrs.end(), free);
   }
 
   // The optimiser step: each Update in graph order, in place on its

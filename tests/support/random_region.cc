@@ -67,6 +67,23 @@ Values randomInputValues(ChoiceStream& s, int64_t n) {
   return v;
 }
 
+// softmaxGrad or logSoftmaxGrad of y = x along dim.
+int reductionGrad(ChoiceStream& s, Region& r, int x, int dy, const std::string& dim) {
+  return s.percent(50) ? r.softmaxGrad(x, dy, dim) : r.logSoftmaxGrad(x, dy, dim);
+}
+
+// One of the four normalizations along dim.
+int normalization(ChoiceStream& s, Region& r, int x, int dy, const std::string& dim) {
+  static const float kEps[] = {1e-5f, 1e-6f, 0.0f, 1.0f};
+  float eps = s.pick(kEps);
+  switch (s.below(4)) {
+    case 0: return r.normalize(x, dim, eps);
+    case 1: return r.rmsNormalize(x, dim, eps);
+    case 2: return r.normalizeGrad(x, dy, dim, eps);
+    default: return r.rmsNormalizeGrad(x, dy, dim, eps);
+  }
+}
+
 }  // namespace
 
 RandomCase randomCase(ChoiceStream& s, const std::string& name, int64_t max_points) {
@@ -80,12 +97,29 @@ RandomCase randomCase(ChoiceStream& s, const std::string& name, int64_t max_poin
   // Operands favour the newest value, so chains grow deep.
   auto operand = [&] { return s.percent(50) ? values.back() : values[s.below(values.size())]; };
   auto other = [&] { return s.percent(25) ? r.constant(randomConstant(s)) : operand(); };
-  std::vector<int> flags;  // Bool results: outputs, never operands
+  std::vector<int> flags;  // Bool results: outputs, and the conditions of selects
+  // A comparison's Bool: one made before now and then, else a new one.
+  auto condition = [&] {
+    if (!flags.empty() && s.percent(40)) return flags[s.below(flags.size())];
+    static const BinaryFn kCompare[] = {BinaryFn::Eq, BinaryFn::Ne, BinaryFn::Lt,
+                                        BinaryFn::Le, BinaryFn::Gt, BinaryFn::Ge};
+    BinaryFn fn = s.pick(kCompare);
+    int a = operand(), b = other();
+    flags.push_back(r.binary(fn, a, b));
+    return flags.back();
+  };
+  // A value over `dim` (the newest value has it at least half the time).
+  auto withDim = [&](const std::string& dim) {
+    std::vector<int> have;
+    for (int v : values)
+      if (r.node(v).shape.has(dim)) have.push_back(v);
+    return have[s.below(have.size())];
+  };
   int ops = 1 + static_cast<int>(s.below(12));
   for (int k = 0; k < ops; ++k) {
     int x = operand();
     const Shape& xs = r.node(x).shape;
-    uint64_t what = s.below(20);
+    uint64_t what = s.below(26);
     if (what < 7) {
       values.push_back(r.unary(s.pick(kAllUnaryFns), x));
     } else if (what < 12) {
@@ -113,8 +147,17 @@ RandomCase randomCase(ChoiceStream& s, const std::string& name, int64_t max_poin
         std::string dim = xs.dims[s.below(xs.rank())].name;
         values.push_back(log ? r.logSoftmax(x, dim) : r.softmax(x, dim));
       }
-    } else {
+    } else if (what < 20) {
       values.push_back(r.unary(s.pick(kAllUnaryFns), r.constant(randomConstant(s))));  // a scalar-only chain
+    } else if (what < 22) {
+      UnaryFn fn = s.pick(kAllUnaryFns);
+      values.push_back(r.unaryGrad(fn, x, other()));
+    } else if (what < 24) {
+      values.push_back(r.select(condition(), other(), other()));
+    } else if (xs.rank() > 0) {
+      std::string dim = xs.dims[s.below(xs.rank())].name;
+      int dy = withDim(dim);
+      values.push_back(what == 24 ? reductionGrad(s, r, x, dy, dim) : normalization(s, r, x, dy, dim));
     }
   }
   r.output("out", values.back());

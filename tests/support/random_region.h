@@ -4,8 +4,10 @@
 // random orders (so binary ops broadcast and permute by name, scalars
 // included); 1–12 ops chained mostly on the newest value: every Unary fn,
 // add/sub/mul/div with values or scalar constants (±0, ±inf, NaN, denormals
-// among them), the six comparisons (Bool outputs), sum/mean/max along one
-// dim (empty extents included), softmax and log-softmax; outputs: the last
+// among them), the six comparisons (Bool outputs, and select's conditions),
+// every fn's unaryGrad, select, sum/mean/max along one dim (empty extents
+// included), softmax and log-softmax, their gradients, normalize,
+// rms_normalize and their gradients (eps 0, 1e-6, 1e-5, 1); outputs: the last
 // value plus random earlier nodes (inputs and constants now and then). Input
 // values mix normal(0, scale) for scales 1e-30 … 1e30, small integers (ties
 // for max and the comparisons), any 32-bit pattern, and the specials NaN,
@@ -15,7 +17,7 @@
 // unit test, the fuzzer's bytes for fuzz/fuzz_region.cc. Every region the
 // builder accepts is valid (Region::validate), so the generator only makes
 // choices the builder allows (a reduction needs a dim, a comparison's Bool
-// result is never an operand).
+// result is an operand of a select only).
 #pragma once
 
 #include <cstddef>

@@ -57,6 +57,19 @@ ref::Tensor referenceNode(const Region& r, int id, const std::vector<ref::Tensor
     case Kind::Binary:
       y = ref::binary(refBinary(n.binary), at[static_cast<size_t>(n.a)], at[static_cast<size_t>(n.b)]);
       break;
+    case Kind::UnaryGrad:  // the reference takes x and dy of one shape: broadcast both to the node's
+      y = ref::unaryBackward(*ref::parseUnary(fnName(n.unary)), ref::alignTo(at[static_cast<size_t>(n.a)], n.shape),
+                             ref::alignTo(at[static_cast<size_t>(n.b)], n.shape));
+      break;
+    case Kind::Select: {
+      const ref::Tensor &c = at[static_cast<size_t>(n.a)], &t = at[static_cast<size_t>(n.b)],
+                        &f = at[static_cast<size_t>(n.c)];
+      std::vector<int64_t> oc = ref::offsetsIn(c.shape, n.shape), ot = ref::offsetsIn(t.shape, n.shape),
+                           of = ref::offsetsIn(f.shape, n.shape);
+      y = ref::Tensor::zeros(n.shape);
+      for (size_t k = 0; k < y.f.size(); ++k) y.f[k] = c.i[static_cast<size_t>(oc[k])] ? t.f[static_cast<size_t>(ot[k])] : f.f[static_cast<size_t>(of[k])];
+      break;
+    }
     case Kind::Reduce: {
       const ref::Tensor& x = at[static_cast<size_t>(n.a)];
       switch (n.reduce) {
@@ -88,6 +101,8 @@ std::string opName(const RegionNode& n) {
     case Kind::Unary: return fnName(n.unary);
     case Kind::Binary: return fnName(n.binary);
     case Kind::Reduce: return fnName(n.reduce);
+    case Kind::UnaryGrad: return std::string(fnName(n.unary)) + "_grad";
+    case Kind::Select: return "select";
     case Kind::Input: return "input";
     case Kind::Const: return "const";
   }
@@ -143,7 +158,10 @@ ref::Tensor checkNode(const Region& r, int id, const Values& y, const std::vecto
         worst = std::max(worst, units);
         why = " (" + floatText(units) + " units of u·|x|, bound " + floatText(units_bound) + ")";
       } else {
-        int64_t bound = n.kind == Kind::Unary ? ulpBound(n.unary) : n.kind == Kind::Binary ? ulpBound(n.binary) : 0;
+        int64_t bound = n.kind == Kind::Unary       ? ulpBound(n.unary)
+                        : n.kind == Kind::Binary    ? ulpBound(n.binary)
+                        : n.kind == Kind::UnaryGrad ? gradUlpBound(n.unary)
+                                                    : 0;  // select: exact
         int64_t ulps;
         ok = withinUlps(y[e], r_e, bound, &ulps);
         int64_t& worst = stats->max_ulps[op];
@@ -229,6 +247,8 @@ double operandUnitsBound(UnaryFn fn) {
     default: return 0;
   }
 }
+
+int64_t gradUlpBound(UnaryFn fn) { return gradNeedsLibm(fn) ? 1 : 0; }
 
 int64_t ulpDistance(float a, float b) {
   auto key = [](float f) {

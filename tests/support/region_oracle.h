@@ -19,7 +19,7 @@
 // |y − s| ≤ γₙ·Σ|xᵢ| (γₙ = n·u/(1 − n·u), u = 2⁻²⁴), mean: that over n plus
 // its last rounding, and either may be ±inf or NaN where the finite terms'
 // Σ|xᵢ| reaches FLT_MAX (an f32 partial sum overflows; the double reference
-// does not); max and comparisons: exact.
+// does not); max, comparisons and select: exact; a UnaryGrad: gradUlpBound.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +38,9 @@ using Values = std::vector<float>;
 // the measured worst error of what the generator emits (docs/compiler.md).
 int64_t ulpBound(UnaryFn fn);
 inline int64_t ulpBound(BinaryFn) { return 0; }
+// A UnaryGrad's: the reference's double formula rounded once, so 0 unless it
+// calls libm (exp, erf, tanh: 1, as the forward transcendentals).
+int64_t gradUlpBound(UnaryFn fn);
 
 // gelu and gelu_tanh are x·Φ(x) with Φ ∈ [0, 1] computed in f32 to an
 // absolute error (the fast backend's formulas, as the generator's): where

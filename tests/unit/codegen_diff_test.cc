@@ -148,6 +148,12 @@ TEST(CodegenDiff, GeneratorIsDeterministicAndCoversTheEdges) {
         broadcast |= r.node(n.a).shape != n.shape || r.node(n.b).shape != n.shape;
       }
       if (n.kind == Kind::Reduce) ops[fnName(n.reduce)]++;
+      if (n.kind == Kind::UnaryGrad) ops[std::string(fnName(n.unary)) + "_grad"]++;
+      if (n.kind == Kind::Select) ops["select"]++;
+      // a normalization's signature: an rsqrt of a mean plus eps
+      if (n.kind == Kind::Unary && n.unary == UnaryFn::Rsqrt && r.node(n.a).kind == Kind::Binary &&
+          r.node(r.node(n.a).a).kind == Kind::Reduce)
+        ops["norm"]++;
       // softmax's signature: a max whose result a sub then an exp consume
       softmax |= n.kind == Kind::Binary && n.binary == BinaryFn::Sub && r.node(n.b).kind == Kind::Reduce &&
                  r.node(n.b).reduce == ReduceFn::Max;
@@ -162,6 +168,9 @@ TEST(CodegenDiff, GeneratorIsDeterministicAndCoversTheEdges) {
   for (UnaryFn fn : kAllUnaryFns) EXPECT_GE(ops[fnName(fn)], 10) << fnName(fn);
   for (BinaryFn fn : kAllBinaryFns) EXPECT_GE(ops[fnName(fn)], 10) << fnName(fn);
   for (ReduceFn fn : kAllReduceFns) EXPECT_GE(ops[fnName(fn)], 10) << fnName(fn);
+  for (UnaryFn fn : kAllUnaryFns) EXPECT_GE(ops[std::string(fnName(fn)) + "_grad"], 5) << fnName(fn) << "_grad";
+  EXPECT_GE(ops["select"], 10);
+  EXPECT_GE(ops["norm"], 10);
 }
 
 }  // namespace

@@ -3,13 +3,19 @@
 // values PyTorch 1.13 gives for the non-finite cases a user would notice.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 
+#include "runtime/kernels/reference/normalize.h"
+#include "runtime/kernels/reference/softmax.h"
 #include "tests/unit/codegen_check.h"
 
 namespace dtl::codegen::testing {
 namespace {
+
+namespace ref = dtl::rt::ref;
 
 const Shape kRows{{{"batch", 3}, {"hidden", 7}}};
 
@@ -147,6 +153,128 @@ TEST_F(CodegenOps, ScalarsConstantsAndSeveralOutputs) {
   std::vector<Values> out = checkRegion(r, {randomValues(21, rng), {3.0f}}, &stats_);
   ASSERT_EQ(out.size(), 4u);
   EXPECT_EQ(out[2].size(), 1u);
+}
+
+TEST_F(CodegenOps, EachUnaryGradWithinItsBound) {
+  // x: every edge value; dy: ordinary values, then the specials too, then one scalar dy broadcast
+  std::mt19937_64 rng(13);
+  for (UnaryFn fn : kAllUnaryFns) {
+    Region r(std::string("grad_") + fnName(fn));
+    int x = r.input("x", kRows);  // inputs in statements of their own: their order is the kernel's
+    r.output("dx", r.unaryGrad(fn, x, r.input("dy", kRows)));
+    checkRegion(r, {edgeValues(21), randomValues(21, rng, 0.0)}, &stats_);
+    checkRegion(r, {edgeValues(21), randomValues(21, rng, 0.3)}, &stats_);
+    Region b(std::string("grad_scalar_dy_") + fnName(fn));
+    int bx = b.input("x", kRows);
+    b.output("dx", b.unaryGrad(fn, bx, b.input("dy", Shape{})));
+    checkRegion(b, {edgeValues(21), {-3.5f}}, &stats_);
+  }
+}
+
+TEST_F(CodegenOps, ReluGradSelectsAsTorch) {
+  Region r("relu_grad");
+  int x = r.input("x", Shape{{{"i", 5}}});
+  r.output("dx", r.unaryGrad(UnaryFn::Relu, x, r.input("dy", Shape{{{"i", 5}}})));
+  std::vector<Values> y = checkRegion(r, {{NAN, -0.0f, 2.0f, -1.0f, 1e-45f}, {3.0f, NAN, NAN, NAN, 4.0f}}, &stats_);
+  ASSERT_EQ(y.size(), 1u);
+  EXPECT_EQ(y[0][0], 3.0f);  // dy where x is NaN (torch's threshold_backward)
+  EXPECT_EQ(y[0][1], 0.0f);  // 0 at x ≤ 0, even for a NaN dy
+  EXPECT_TRUE(std::isnan(y[0][2]));
+  EXPECT_EQ(y[0][3], 0.0f);
+  EXPECT_EQ(y[0][4], 4.0f);
+}
+
+TEST_F(CodegenOps, SelectBroadcastsItsThreeOperands) {
+  Region r("select");
+  int x = r.input("x", kRows);
+  int cap = r.input("cap", Shape{{{"hidden", 7}}});
+  int over = r.binary(BinaryFn::Gt, x, cap);
+  r.output("y", r.select(over, cap, x));  // min(x, cap), NaN x kept
+  r.output("over", over);
+  r.output("z", r.select(over, r.constant(0.0f), r.constant(-1.0f)));
+  Values xs = edgeValues(21);
+  Values caps = {0.0f, 1.0f, INFINITY, -INFINITY, NAN, -0.0f, 100.0f};
+  std::vector<Values> y = checkRegion(r, {xs, caps}, &stats_);
+  ASSERT_EQ(y.size(), 3u);
+  for (int i = 0; i < 21; ++i) {
+    float c = caps[static_cast<size_t>(i % 7)], v = xs[static_cast<size_t>(i)];
+    float want = v > c ? c : v;
+    EXPECT_TRUE(std::memcmp(&y[0][i], &want, 4) == 0 || (std::isnan(want) && std::isnan(y[0][i]))) << i;
+    EXPECT_EQ(y[2][i], v > c ? 0.0f : -1.0f) << i;
+  }
+}
+
+// The composites' formulas against the reference kernel of the graph node
+// each one stands for (checkRegion checks their ops one by one; this checks
+// they are the node's formula): ordinary values, within 1e-5 of the largest
+// magnitude of the result or of `floor` (a softmax's gradient cancels to
+// about u·|dy| where the softmax is one-hot).
+void expectNear(const Values& y, const ref::Tensor& want, double floor, const std::string& what) {
+  ASSERT_EQ(y.size(), want.f.size()) << what;
+  double scale = floor;
+  for (double v : want.f) scale = std::max(scale, std::fabs(v));
+  for (size_t k = 0; k < y.size(); ++k)
+    ASSERT_NEAR(y[k], want.f[k], 1e-5 * scale + 1e-30) << what << " element " << k;
+}
+
+TEST_F(CodegenOps, GradientsAndNormsAreTheReferenceKernels) {
+  std::mt19937_64 rng(17);
+  const Shape s{{{"batch", 3}, {"hidden", 33}}};
+  auto tensor = [&](const Values& v) { return ref::Tensor::fromValues(s, std::vector<double>(v.begin(), v.end())); };
+  for (int which = 0; which < 6; ++which) {
+    Region r("composite" + std::to_string(which));
+    int x = r.input("x", s), dy = r.input("dy", s);
+    const float eps = 1e-5f;
+    Values xv = randomValues(99, rng, 0.0), dyv = randomValues(99, rng, 0.0);
+    ref::Tensor want;
+    switch (which) {
+      case 0:
+        r.output("dx", r.softmaxGrad(x, dy, "hidden"));
+        xv = runJit([&] { Region f("f"); f.output("y", f.softmax(f.input("x", s), "hidden")); return f; }(), {xv})[0];
+        want = ref::softmaxBackward(tensor(xv), tensor(dyv), "hidden");
+        break;
+      case 1:
+        r.output("dx", r.logSoftmaxGrad(x, dy, "hidden"));
+        xv = runJit([&] { Region f("f"); f.output("y", f.logSoftmax(f.input("x", s), "hidden")); return f; }(), {xv})[0];
+        want = ref::logSoftmaxBackward(tensor(xv), tensor(dyv), "hidden");
+        break;
+      case 2:
+        r.output("y", r.normalize(x, "hidden", eps));
+        want = ref::normalize(tensor(xv), {"hidden"}, eps);
+        break;
+      case 3:
+        r.output("y", r.rmsNormalize(x, "hidden", eps));
+        want = ref::rmsNormalize(tensor(xv), {"hidden"}, eps);
+        break;
+      case 4:
+        r.output("dx", r.normalizeGrad(x, dy, "hidden", eps));
+        want = ref::normalizeBackward(tensor(xv), {"hidden"}, eps, tensor(dyv));
+        break;
+      default:
+        r.output("dx", r.rmsNormalizeGrad(x, dy, "hidden", eps));
+        want = ref::rmsNormalizeBackward(tensor(xv), {"hidden"}, eps, tensor(dyv));
+        break;
+    }
+    std::vector<Values> y = checkRegion(r, {xv, dyv}, &stats_);  // a normalization leaves dy unread
+    ASSERT_EQ(y.size(), 1u) << r.name();
+    double floor = 0;
+    if (which < 2)
+      for (float v : dyv) floor = std::max(floor, static_cast<double>(std::fabs(v)));
+    expectNear(y[0], want, floor, printRegion(r));
+  }
+}
+
+TEST_F(CodegenOps, AReductionOfAStoredOutputAsTheReference) {
+  // codegen_region_test's plan: the batch sum loads dx; its values are the reference's
+  Region r("norm_grad_bias");
+  const Shape s{{{"batch", 5}, {"d", 33}}};
+  int x = r.input("x", s);
+  int dy = r.input("dy", s);
+  int dx = r.normalizeGrad(x, dy, "d", 1e-5f);
+  r.output("dx", dx);
+  r.output("db", r.reduce(ReduceFn::Sum, dx, "batch"));
+  std::mt19937_64 rng(23);
+  checkRegion(r, {randomValues(165, rng), randomValues(165, rng)}, &stats_);
 }
 
 TEST(CodegenJit, ReportsTheHostItCompilesFor) {

@@ -45,6 +45,25 @@ std::vector<Region> opClassRegions() {
   Region log_softmax("log_softmax");
   log_softmax.output("y", log_softmax.logSoftmax(log_softmax.input("x", rows), "hidden"));
   all.push_back(log_softmax);
+  for (UnaryFn fn : kAllUnaryFns) {
+    Region r(std::string("grad_") + fnName(fn));
+    int gx = r.input("x", rows);
+    r.output("dx", r.unaryGrad(fn, gx, r.input("dy", rows)));
+    all.push_back(r);
+  }
+  Region select("select");
+  int sx = select.input("x", rows);
+  select.output("y", select.select(select.binary(BinaryFn::Gt, sx, select.constant(0.0f)), sx, select.constant(-1.0f)));
+  all.push_back(select);
+  Region norms("norms");  // every normalization and softmax gradient, sharing x and dy
+  int nx = norms.input("x", rows), ndy = norms.input("dy", rows);
+  norms.output("ln", norms.normalize(nx, "hidden", 1e-5f));
+  norms.output("rms", norms.rmsNormalize(nx, "hidden", 1e-6f));
+  norms.output("dln", norms.normalizeGrad(nx, ndy, "hidden", 1e-5f));
+  norms.output("drms", norms.rmsNormalizeGrad(nx, ndy, "hidden", 1e-6f));
+  norms.output("dsm", norms.softmaxGrad(nx, ndy, "hidden"));
+  norms.output("dlsm", norms.logSoftmaxGrad(nx, ndy, "hidden"));
+  all.push_back(norms);
   Region bias_relu("bias_relu");
   int x = bias_relu.input("x", rows);
   bias_relu.output("y", bias_relu.unary(UnaryFn::Relu, bias_relu.binary(BinaryFn::Add, x, bias_relu.input("b", Shape{{{"hidden", 7}}}))));

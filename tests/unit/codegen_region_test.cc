@@ -107,5 +107,51 @@ TEST(CodegenKernelPlan, BuffersAndPhasesOfASoftmax) {
   EXPECT_EQ(p.scratch, 1);
 }
 
+// A norm's gradient that a bias gradient then sums over the batch: the
+// gradient's phase runs before that sum, which loads it rather than
+// computing the whole chain again.
+TEST(CodegenKernelPlan, AReductionLoadsAnOutputStoredBeforeIt) {
+  Region r("norm_grad_bias");
+  const Shape s{{{"batch", 4}, {"d", 8}}};
+  int x = r.input("x", s), dy = r.input("dy", s);
+  int dx = r.normalizeGrad(x, dy, "d", 1e-5f);
+  int bias = r.reduce(ReduceFn::Sum, dx, "batch");
+  r.output("dx", dx);
+  r.output("db", bias);
+  r.output("x_total", r.reduce(ReduceFn::Sum, x, "batch"));
+  KernelPlan p = planKernel(r);
+  int stored = -1, summed = -1;
+  for (size_t k = 0; k < p.phases.size(); ++k) {
+    if (p.phases[k].reduction == -1) stored = static_cast<int>(k);
+    if (p.phases[k].reduction == bias) summed = static_cast<int>(k);
+    if (p.phases[k].reduction != bias) EXPECT_TRUE(p.phases[k].loads.empty()) << k;
+  }
+  ASSERT_GE(stored, 0);
+  EXPECT_EQ(summed, stored + 1);
+  EXPECT_EQ(p.phases[static_cast<size_t>(summed)].loads, std::vector<int>{dx});
+  EXPECT_EQ(p.buffers[static_cast<size_t>(p.home[static_cast<size_t>(dx)])].name, "dx");
+  EXPECT_EQ(p.phases.back().reduction, r.outputs()[2].node);  // x's sum: an input, read from its buffer
+  EXPECT_EQ(p.split, "");  // the batch sum's space starts with d
+
+  // A reduction of a value that reads no reduction keeping its dim (a
+  // softmax's sum of exp(x − max)) recomputes it: nothing stored.
+  Region c("softmax");
+  c.output("y", c.softmax(c.input("x", s), "d"));
+  KernelPlan q = planKernel(c);
+  ASSERT_EQ(q.phases.size(), 3u);
+  for (const PlanPhase& phase : q.phases) EXPECT_TRUE(phase.loads.empty());
+  EXPECT_EQ(q.scratch, 2);  // the max and the sum
+
+  // The bias gradient alone an output: dx goes to a scratch buffer of its own.
+  Region b("bias_only");
+  int bx = b.input("x", s), bdy = b.input("dy", s);
+  int bdx = b.normalizeGrad(bx, bdy, "d", 1e-5f);
+  b.output("db", b.reduce(ReduceFn::Sum, bdx, "batch"));
+  KernelPlan t = planKernel(b);
+  const PlanBuffer& home = t.buffers[static_cast<size_t>(t.home[static_cast<size_t>(bdx)])];
+  EXPECT_EQ(home.role, PlanBuffer::Role::Scratch);
+  EXPECT_EQ(home.shape, s);
+}
+
 }  // namespace
 }  // namespace dtl::codegen

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -168,17 +169,78 @@ TEST(FuseRegions, AnUnrepresentablePermuteStaysUnfused) {
   EXPECT_EQ(r.f.regions[static_cast<size_t>(r.region(e))].inputs, (std::vector<int>{t}));
 }
 
+int over(Graph& g, Op op, std::vector<int> in, const std::string& dim, double eps = 0, std::string fn = "") {
+  Shape shape = g[in[0]].shape;
+  int id = add(g, op, shape, std::move(in), std::move(fn));
+  g.nodes[static_cast<size_t>(id)].names = {dim};
+  g.nodes[static_cast<size_t>(id)].scalar = eps;
+  return id;
+}
+
+// The backward kinds and the norms: one region from the norms' input to the
+// last gradient; without the transcendentals, the kinds that need libm stay out.
+TEST(FuseRegions, NormsAndGradientKindsFuseIntoOneRegion) {
+  auto build = [](Graph& g) {
+    std::map<std::string, int> id;
+    int x = id["x"] = input(g, "x", kBH);
+    int dy = id["dy"] = input(g, "dy", kBH);
+    int ln = id["ln"] = over(g, Op::Normalize, {x}, "hidden", 1e-5);
+    int rms = id["rms"] = over(g, Op::RmsNormalize, {ln}, "hidden", 1e-6);
+    int a = id["relu"] = add(g, Op::Unary, kBH, {rms}, "relu");
+    int sm = id["softmax"] = over(g, Op::Softmax, {a}, "hidden");
+    int d1 = id["softmax_grad"] = over(g, Op::SoftmaxGrad, {sm, dy}, "hidden");
+    int d2 = id["log_softmax_grad"] = over(g, Op::LogSoftmaxGrad, {sm, d1}, "hidden");
+    int d3 = id["relu_grad"] = add(g, Op::UnaryGrad, kBH, {rms, d2}, "relu");
+    int d4 = id["tanh_grad"] = add(g, Op::UnaryGrad, kBH, {rms, d3}, "tanh");
+    int d5 = id["rms_grad"] = over(g, Op::RmsNormalizeGrad, {ln, d4}, "hidden", 1e-6);
+    int d6 = id["ln_grad"] = over(g, Op::NormalizeGrad, {x, d5}, "hidden", 1e-5);
+    g.loss = reduce(g, "sum", reduce(g, "sum", d6, "hidden"), "batch");
+    return id;
+  };
+  Graph g;
+  std::map<std::string, int> id = build(g);
+  Fused r = fuse(g);
+  ASSERT_EQ(r.f.regions.size(), 1u) << printFusion(r.p, r.f);
+  EXPECT_EQ(r.f.regions[0].inputs, (std::vector<int>{id["x"], id["dy"]}));
+  EXPECT_EQ(r.f.regions[0].outputs, (std::vector<int>{g.loss}));
+  std::string text = printFusion(r.p, r.f);
+  for (const char* op : {"relu_grad", "tanh_grad", "rsqrt"}) EXPECT_NE(text.find(op), std::string::npos) << op << "\n" << text;
+
+  FuseRules jit;
+  jit.transcendentals = false;
+  Fusion f = fuseRegions(r.p, r.p.train, jit);
+  auto in = [&](const std::string& name) { return f.region_of[static_cast<size_t>(id[name])] >= 0; };
+  for (const char* fused : {"ln", "rms", "relu", "softmax_grad", "relu_grad", "rms_grad", "ln_grad"})
+    EXPECT_TRUE(in(fused)) << fused << "\n" << printFusion(r.p, f);
+  for (const char* kept : {"softmax", "log_softmax_grad", "tanh_grad"})  // exp, exp, tanh: libm calls
+    EXPECT_FALSE(in(kept)) << kept << "\n" << printFusion(r.p, f);
+}
+
+TEST(FuseRegions, ANormOverTwoNamesStaysUnfused) {
+  Graph g;
+  int x = input(g, "x", kBH);
+  int ln = add(g, Op::Normalize, kBH, {x});
+  g.nodes[static_cast<size_t>(ln)].names = {"batch", "hidden"};
+  g.nodes[static_cast<size_t>(ln)].scalar = 1e-5;
+  int sq = add(g, Op::Binary, kBH, {ln, ln}, "mul");
+  g.loss = reduce(g, "sum", reduce(g, "sum", sq, "hidden"), "batch");
+  Fused r = fuse(g);
+  EXPECT_EQ(r.region(ln), -1);
+  EXPECT_GE(r.region(sq), 0);
+}
+
 struct Sample {
   driver::Frontend fe;
   prog::Program p;
   Fusion f;
 };
-std::unique_ptr<Sample> compileSample(const std::string& file) {
+std::unique_ptr<Sample> compileSample(const std::string& file, std::vector<std::string> sets = {}) {
   auto s = std::make_unique<Sample>();
   driver::FrontendOptions o;
   o.world = 1;
+  o.sets = std::move(sets);
   // GPT-2's mesh fixes tp = 2 and pp = 2 (not built yet): its one-rank program has both at 1.
-  if (file == "gpt2_small.dtl") o.sets = {"parallel.mesh.tp=1", "parallel.mesh.pp=1"};
+  if (file == "gpt2_small.dtl") o.sets.insert(o.sets.end(), {"parallel.mesh.tp=1", "parallel.mesh.pp=1"});
   // As `dtlc run` compiles one rank: not laid out.
   EXPECT_EQ(s->fe.run(std::string(DTL_SOURCE_DIR) + "/samples/" + file, o, driver::Stop::Grad), 0)
       << s->fe.diagnostics().render();
@@ -208,12 +270,78 @@ TEST(FuseRegions, MlpSampleFusesBiasAndReluNeverAContraction) {
   for (const FusedRegion& fr : s->f.regions) EXPECT_EQ(fr.region.validate(), "");
 }
 
+// Every norm, norm gradient, softmax gradient and elementwise gradient of
+// the GPT samples is in a region by the full rules; the counts are printed
+// for the record (docs/compiler.md).
+TEST(FuseRegions, GptSamplesFuseEveryNormAndGradientKind) {
+  for (const char* file : {"char_gpt.dtl", "gpt2_small.dtl"}) {
+    auto s = compileSample(file);
+    const prog::Program& p = s->p;
+    std::map<std::string, int> kinds;
+    for (const Node& n : p.nodes) {
+      bool wanted = n.op == Op::Normalize || n.op == Op::RmsNormalize || n.op == Op::NormalizeGrad ||
+                    n.op == Op::RmsNormalizeGrad || n.op == Op::SoftmaxGrad || n.op == Op::UnaryGrad;
+      if (!wanted) continue;
+      ++kinds[ir::opName(n.op)];
+      EXPECT_GE(s->f.region_of[static_cast<size_t>(n.id)], 0) << file << ": " << ir::printNode(n);
+    }
+    EXPECT_GE(kinds["normalize"] + kinds["rms_normalize"], 2) << file;
+    EXPECT_GE(kinds["unary_grad"], 1) << file;
+    size_t fused = 0;
+    for (const FusedRegion& fr : s->f.regions) fused += fr.nodes.size();
+    FuseRules jit;
+    jit.transcendentals = false;
+    Fusion f = fuseRegions(p, p.train, jit);
+    size_t fused_jit = 0;
+    for (const FusedRegion& fr : f.regions) fused_jit += fr.nodes.size();
+    std::printf("%s: %zu program nodes; full rules %zu regions fusing %zu; --kernels jit %zu regions fusing %zu\n", file,
+                p.nodes.size(), s->f.regions.size(), fused, f.regions.size(), fused_jit);
+  }
+}
+
+// Planned for `--kernels jit`, a layer norm's gain and bias (slices of the
+// stacked parameters) join the norm's region: parameters and their views run
+// first in a fused schedule.
+TEST(FuseRegions, ALayerNormsGainAndBiasJoinItsRegion) {
+  auto s = compileSample("char_gpt.dtl");
+  program::PlanOptions o;
+  o.fuse = true;
+  const prog::Program p = program::planProgram(s->fe.graph(), s->fe.layout(), layout::meshCoords(s->fe.layout().mesh, 0), o);
+  Fusion f = plannedFusion(p);
+  int norms = 0;
+  for (const Node& n : p.nodes) {
+    if (n.op != Op::Normalize) continue;
+    ++norms;
+    int region = f.region_of[static_cast<size_t>(n.id)];
+    ASSERT_GE(region, 0) << ir::printNode(n);
+    int gain = -1, bias = -1;  // the mul that reads the norm, the add that reads the mul
+    for (const Node& m : p.nodes)
+      if (m.op == Op::Binary && m.fn == "mul" && m.inputs[0] == n.id) gain = m.id;
+    for (const Node& m : p.nodes)
+      if (gain >= 0 && m.op == Op::Binary && m.fn == "add" && m.inputs[0] == gain) bias = m.id;
+    ASSERT_GE(bias, 0) << ir::printNode(n);
+    EXPECT_EQ(f.region_of[static_cast<size_t>(gain)], region) << printFusion(p, f);
+    EXPECT_EQ(f.region_of[static_cast<size_t>(bias)], region) << printFusion(p, f);
+  }
+  EXPECT_EQ(norms, 5);  // two per block, two blocks, and the last
+}
+
 TEST(FuseRegions, EmitFusedPrintsRegions) {
   std::string out, err;
   int rc = cli::runCli({"check", std::string(DTL_SOURCE_DIR) + "/samples/synthetic_mlp.dtl", "--emit=fused", "--world", "1"}, out, err);
   EXPECT_EQ(rc, 0) << err;
   EXPECT_NE(out.find("region0: "), std::string::npos) << out;
   EXPECT_NE(out.find(" regions fusing "), std::string::npos) << out;
+  // --kernels jit: the regions it runs, so no gelu or its gradient (a libm call per element)
+  const std::string gpt = std::string(DTL_SOURCE_DIR) + "/samples/char_gpt.dtl";
+  out.clear();
+  ASSERT_EQ(cli::runCli({"check", gpt, "--emit=fused", "--world", "1"}, out, err), 0) << err;
+  EXPECT_NE(out.find(" gelu_grad %"), std::string::npos) << out;
+  EXPECT_NE(out.find(" normalize_grad"), std::string::npos) << out;
+  out.clear();
+  ASSERT_EQ(cli::runCli({"check", gpt, "--emit=fused", "--world", "1", "--kernels", "jit"}, out, err), 0) << err;
+  EXPECT_EQ(out.find(" gelu"), std::string::npos) << out;
+  EXPECT_NE(out.find(" normalize_grad"), std::string::npos) << out;
 #ifndef DTL_HAVE_CODEGEN
   EXPECT_EQ(cli::runCli({"check", std::string(DTL_SOURCE_DIR) + "/samples/synthetic_mlp.dtl", "--emit=ptx", "--world", "1"}, out, err), 2);
   EXPECT_NE(err.find("built without it"), std::string::npos) << err;
@@ -285,10 +413,10 @@ TEST(FuseRegions, EverySampleRegionBecomesPtxThatAssembles) {
   if (ptxas.empty()) GTEST_SKIP() << "PTX generated, but not assembled: no ptxas on PATH or in /usr/local/cuda/bin";
 }
 
-// Each region of the MLP sample, JIT-run on random inputs, against the
-// reference kernels node by node; its outputs equal the probe's bit for bit.
-TEST(FuseRegions, MlpSampleRegionsMatchTheReference) {
-  auto s = compileSample("synthetic_mlp.dtl");
+// Each region of a sample, JIT-run on random inputs, against the reference
+// kernels node by node; its outputs equal the probe's bit for bit.
+void checkSampleRegions(const std::string& file, std::vector<std::string> sets) {
+  auto s = compileSample(file, std::move(sets));
   std::mt19937_64 rng(11);
   testing::Stats stats;
   std::set<uint64_t> seen;
@@ -302,6 +430,11 @@ TEST(FuseRegions, MlpSampleRegionsMatchTheReference) {
   EXPECT_GT(stats.kernels, 0);
   std::printf("%s", testing::formatStats(stats).c_str());
 }
+
+TEST(FuseRegions, MlpSampleRegionsMatchTheReference) { checkSampleRegions("synthetic_mlp.dtl", {}); }
+
+// Its norms, their gradients and the gradients of softmax and gelu among them.
+TEST(FuseRegions, CharGptRegionsMatchTheReference) { checkSampleRegions("char_gpt.dtl", {"train.batch=1"}); }
 
 #endif  // DTL_HAVE_CODEGEN
 

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 
 #include "compiler/driver/frontend.h"
 #include "compiler/program/plan_program.h"
@@ -49,6 +50,30 @@ model G {
 data { train { synthetic(seed = 5) } }
 train {
   batch = 4
+  steps = 1
+  optimizer = sgd(lr = 0.1)
+}
+)";
+
+// RMS norm, layer norm, log-softmax and the smooth activations: their
+// forward, their gradients and the softmax gradient, fused.
+const char* const kNorms = R"(
+model N {
+  dim f = 16, h = 32, c = 4
+  input x : f32[batch, f]
+  input y : i32[batch]
+  l1 = Linear(f, h)
+  n1 = RMSNorm(h)
+  n2 = LayerNorm(h)
+  l2 = Linear(h, c)
+  a = n2(silu(n1(l1(x))))
+  b = tanh(a) + sigmoid(a) + gelu(a) + sqrt(abs(a) + 1.0) - relu(-a)
+  logits = l2(b)
+  loss = cross_entropy(logits, y, over = c) + 0.1 * mean(log_softmax(logits, over = c) * softmax(logits, over = c))
+}
+data { train { synthetic(seed = 2) } }
+train {
+  batch = 24
   steps = 1
   optimizer = sgd(lr = 0.1)
 }
@@ -280,6 +305,32 @@ TEST_F(JitRun, TinyGptMatchesTheReferenceAsFastDoes) {
   checkSample("tiny_gpt.dtl", "4", path("cache"), true, kTinyGpt);
   // With the transcendentals (softmax, gelu) left to fast, the rule's other setting.
   checkSample("tiny_gpt.dtl", "4", path("cache"), true, kTinyGpt, false);
+}
+
+// The op kinds of every fused region's members.
+std::set<std::string> fusedKinds(const char* name, const char* text, bool transcendentals) {
+  auto s = load(name, "24", text);
+  program::PlanOptions o;
+  o.fuse = true;
+  o.fuse_transcendentals = transcendentals;
+  const prog::Program p = program::planProgram(s->fe.graph(), layout::Layout{}, {}, o);
+  std::set<std::string> kinds;
+  for (const prog::Fused& f : p.fused)
+    for (int v : f.nodes) kinds.insert(std::string(ir::opName(p.nodes[static_cast<size_t>(v)].op)) + " " + p.nodes[static_cast<size_t>(v)].fn);
+  return kinds;
+}
+
+TEST_F(JitRun, NormsAndActivationGradientsMatchTheReference) {
+  const std::set<std::string> jit = fusedKinds("norms.dtl", kNorms, false), all = fusedKinds("norms.dtl", kNorms, true);
+  for (const char* kind : {"normalize ", "rms_normalize ", "normalize_grad ", "rms_normalize_grad ", "unary_grad relu",
+                           "unary_grad sqrt", "unary_grad abs", "softmax_grad "})
+    EXPECT_TRUE(jit.count(kind)) << kind;
+  for (const char* kind : {"unary_grad silu", "unary_grad tanh", "unary_grad gelu", "log_softmax_grad "}) {
+    EXPECT_FALSE(jit.count(kind)) << kind;
+    EXPECT_TRUE(all.count(kind)) << kind;
+  }
+  checkSample("norms.dtl", "24", path("cache"), true, kNorms);
+  checkSample("norms.dtl", "24", path("cache"), true, kNorms, true);
 }
 
 TEST_F(JitRun, AComparisonsBoolOutputIsWidened) {

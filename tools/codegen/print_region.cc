@@ -47,6 +47,27 @@ const std::map<std::string, std::function<Region()>>& examples() {
          r.output("y", r.binary(BinaryFn::Add, res, r.unary(UnaryFn::GeluTanh, x)));
          return r;
        }},
+      {"layer_norm",
+       [] {
+         Region r("layer_norm");
+         r.output("y", r.normalize(r.input("x", Shape{{{"seq", 128}, {"d", 768}}}), "d", 1e-5f));
+         return r;
+       }},
+      {"layer_norm_grad",
+       [] {
+         Region r("layer_norm_grad");
+         int x = r.input("x", Shape{{{"seq", 128}, {"d", 768}}});
+         int dy = r.input("dy", Shape{{{"seq", 128}, {"d", 768}}});
+         r.output("dx", r.normalizeGrad(x, dy, "d", 1e-5f));
+         return r;
+       }},
+      {"gelu_tanh_grad",
+       [] {
+         Region r("gelu_tanh_grad");
+         int x = r.input("x", Shape{{{"seq", 128}, {"d", 768}}});
+         r.output("dx", r.unaryGrad(UnaryFn::GeluTanh, x, r.input("dy", Shape{{{"seq", 128}, {"d", 768}}})));
+         return r;
+       }},
   };
   return all;
 }

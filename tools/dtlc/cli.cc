@@ -68,7 +68,10 @@ const char* kCheckHelp =
     "                       groups, buffer slots)\n"
     "  --kernels fast|jit   the program --emit=program prints: as `dtlc run\n"
     "                       --kernels` runs it (jit: each fused region one\n"
-    "                       instruction; default fast)\n"
+    "                       instruction; default fast); --emit=fused|llvm|ptx:\n"
+    "                       with jit the regions it runs (transcendentals\n"
+    "                       unfused), with fast every region the generator\n"
+    "                       can fuse\n"
     "  -h, --help           this help\n"
     "\n"
     "Rules and settings this build cannot run yet (a `split` of a dim other than\n"
@@ -120,8 +123,13 @@ int emitLayout(const driver::Frontend& fe, const std::string& emit, bool fuse, s
     out += prog::printProgram(program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0), o));
     return 0;
   }
-  prog::Program p = program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0));
-  codegen::Fusion f = codegen::fuseRegions(p);
+  // The regions as the planner cuts them (parameters and their views run
+  // first), by the rules `--kernels` runs: jit leaves the transcendentals out.
+  program::PlanOptions o;
+  o.fuse = true;
+  o.fuse_transcendentals = !fuse;
+  prog::Program p = program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0), o);
+  codegen::Fusion f = codegen::plannedFusion(p);
   if (emit == "fused") {
     codegen::FuseRules jit;  // the traffic of what `--kernels jit` runs, which may fuse less than printed below
     jit.transcendentals = program::PlanOptions{}.fuse_transcendentals;
