@@ -38,8 +38,9 @@ struct FuseRules {
   // generator follows the reference's double formula with a scalar double
   // libm call per element (emit_llvm.cc, Emitter::derivative), several times
   // slower than the fast backend's vectorised gradients, so `--kernels jit`
-  // leaves them unfused (false) until the generator has vector double math.
-  bool libm_gradients = false;
+  // leaves them unfused (PlanOptions::fuse_libm_gradients) until the
+  // generator has vector double math.
+  bool libm_gradients = true;
 };
 
 // The regions of schedule `s` of the program (the training schedule's by default).

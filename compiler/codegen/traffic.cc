@@ -38,11 +38,12 @@ int64_t nodeBytes(const prog::Program& p, const Node& n) {
   // An embedding reads the ids and the rows it gathers, not the whole table.
   if (n.op == Op::Embed) return bytesOf(p[n.inputs.at(1)]) + 2 * bytesOf(n);
   int64_t b = bytesOf(n);
+  for (const ir::Result& r : n.results) b += r.shape.elements().value_or(0) * dtypeBytes(r.dtype);  // attention's
   for (int x : n.inputs) b += bytesOf(p[x]);
   return b;
 }
 
-int64_t regionBytes(const prog::Program& p, const FusedRegion& r) {
+int64_t regionBytes(const prog::Program& p, const prog::Fused& r) {
   int64_t b = 0;
   for (int x : r.inputs) b += bytesOf(p[x]);
   for (int x : r.outputs) b += bytesOf(p[x]);
@@ -51,24 +52,25 @@ int64_t regionBytes(const prog::Program& p, const FusedRegion& r) {
 
 }  // namespace
 
-StepTraffic stepTraffic(const prog::Program& p, const Fusion& f, int state_per_param) {
+StepTraffic stepTraffic(const prog::Program& p, int state_per_param) {
   StepTraffic t;
-  std::set<int> regions_seen;
   for (const prog::Instr& in : p.train.instrs) {
+    if (in.kind == prog::Instr::Fused) {
+      const prog::Fused& r = p.fused[static_cast<size_t>(in.id)];
+      for (const std::vector<int>* members : {&r.nodes, &r.folded})  // folded: its constants and broadcasts
+        for (int id : *members)
+          if (isKernel(p, p[id])) t.node_by_node += nodeBytes(p, p[id]), ++t.kernels_node_by_node;
+      t.fused += regionBytes(p, r);
+      ++t.kernels_fused;
+      continue;
+    }
     if (in.kind != prog::Instr::Run) continue;
     const Node& n = p[in.id];
     if (n.op == Op::Contract) t.contraction_flops += contractionFlops(p, n);
     if (!isKernel(p, n)) continue;
-    t.node_by_node += nodeBytes(p, n);
-    ++t.kernels_node_by_node;
-    const int r = in.id < static_cast<int>(f.region_of.size()) ? f.region_of[static_cast<size_t>(in.id)] : -1;
-    if (r < 0) {
-      t.fused += nodeBytes(p, n);
-      ++t.kernels_fused;
-    } else if (regions_seen.insert(r).second) {
-      t.fused += regionBytes(p, f.regions[static_cast<size_t>(r)]);
-      ++t.kernels_fused;
-    }
+    const int64_t b = nodeBytes(p, n);
+    t.node_by_node += b, t.fused += b;
+    ++t.kernels_node_by_node, ++t.kernels_fused;
   }
   for (const prog::Instr& in : p.update.instrs) {
     if (in.kind != prog::Instr::Run || p[in.id].op != Op::Update) continue;

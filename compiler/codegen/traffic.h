@@ -3,34 +3,33 @@
 // guessed: each kernel that is not a contraction reads its operands and
 // writes its result once (node by node, as the fast backend runs them); a
 // fused region reads its inputs once and writes its outputs once. Views
-// (reshapes, leading-dim slices: Storage::Alias), feeds and collectives move
-// no kernel bytes here (collectives are the plan's business). Attention
-// counts its operands and result only, not the score scratch inside it; an
-// embedding the rows it gathers, not its whole table.
+// (reshapes, leading-dim slices, a result of several: Storage::Alias),
+// feeds and collectives move no kernel bytes here (collectives are the
+// plan's business). Attention counts its operands and results only, not the
+// score tiles inside it; an embedding the rows it gathers, not its table.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-#include "compiler/codegen/fuse_regions.h"
 #include "core/program.h"
 
 namespace dtl::codegen {
 
 struct StepTraffic {
   int64_t node_by_node = 0;  // bytes, every non-contraction node of the training schedule run alone
-  int64_t fused = 0;         // the same with the fusion's regions run as one kernel each
+  int64_t fused = 0;         // the same as the program runs it: each fused region one kernel
   int64_t kernels_node_by_node = 0, kernels_fused = 0;  // kernel launches per step, either way
   int64_t update = 0;        // the optimiser update schedule's bytes (the same either way)
   int64_t contraction_flops = 0;  // 2·M·N·K of every contraction of the training schedule
 };
 
-// `p` planned node by node (PlanOptions::fuse off), `f` its fusion (fuseRegions).
-// `state_per_param`: optimiser state tensors read and written per parameter
-// (sgd 0, sgd with momentum 1, adam/adamw 2).
-StepTraffic stepTraffic(const prog::Program& p, const Fusion& f, int state_per_param);
+// `p` planned with or without fused regions (PlanOptions::fuse); without,
+// `fused` equals `node_by_node`. `state_per_param`: optimiser state tensors
+// read and written per parameter (sgd 0, sgd with momentum 1, adam/adamw 2).
+StepTraffic stepTraffic(const prog::Program& p, int state_per_param);
 
-// One line for `--emit=fused`: "# non-GEMM traffic per step: …".
+// One line for `--emit=fused`: "# non-GEMM traffic per training step: …".
 std::string printTraffic(const StepTraffic& t);
 
 }  // namespace dtl::codegen

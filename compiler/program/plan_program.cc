@@ -229,8 +229,7 @@ class Planner {
   // 5. The schedule's regions replace their members' instructions.
   void fuse(Schedule& s) {
     hoistParamViews(s);
-    codegen::FuseRules rules;
-    rules.transcendentals = o_.fuse_transcendentals;
+    const codegen::FuseRules rules = o_.fuseRules();
     const codegen::Fusion f = codegen::fuseRegions(p_, s, rules);
     std::vector<int> first(n_, -1);  // per member: its region's index in p_.fused, at its first member
     std::vector<bool> member(n_, false);

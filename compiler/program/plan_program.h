@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "compiler/codegen/fuse_regions.h"
 #include "core/graph.h"
 #include "core/placement.h"
 #include "core/program.h"
@@ -25,6 +26,15 @@ struct PlanOptions {
   // `--kernels jit` fuses the transcendentals (vectorised through libmvec,
   // compiler/codegen/vector_math.h); false leaves them to the fast kernels.
   bool fuse_transcendentals = true;
+  // The gradients whose derivative calls libm stay on the fast kernels
+  // (FuseRules::libm_gradients: scalar double calls in the generator).
+  bool fuse_libm_gradients = false;
+  codegen::FuseRules fuseRules() const {
+    codegen::FuseRules r;
+    r.transcendentals = fuse_transcendentals;
+    r.libm_gradients = fuse_libm_gradients;
+    return r;
+  }
 };
 
 prog::Program planProgram(const ir::Graph& g, const layout::Layout& layout, const std::vector<int64_t>& coords,

@@ -206,14 +206,19 @@ TEST(FuseRegions, NormsAndGradientKindsFuseIntoOneRegion) {
   std::string text = printFusion(r.p, r.f);
   for (const char* op : {"relu_grad", "tanh_grad", "rsqrt"}) EXPECT_NE(text.find(op), std::string::npos) << op << "\n" << text;
 
-  FuseRules jit;
-  jit.transcendentals = false;
-  Fusion f = fuseRegions(r.p, r.p.train, jit);
-  auto in = [&](const std::string& name) { return f.region_of[static_cast<size_t>(id[name])] >= 0; };
+  FuseRules none;
+  none.transcendentals = none.libm_gradients = false;
+  Fusion f = fuseRegions(r.p, r.p.train, none);
+  auto in = [&](const Fusion& fu, const std::string& name) { return fu.region_of[static_cast<size_t>(id[name])] >= 0; };
   for (const char* fused : {"ln", "rms", "relu", "softmax_grad", "relu_grad", "rms_grad", "ln_grad"})
-    EXPECT_TRUE(in(fused)) << fused << "\n" << printFusion(r.p, f);
+    EXPECT_TRUE(in(f, fused)) << fused << "\n" << printFusion(r.p, f);
   for (const char* kept : {"softmax", "log_softmax_grad", "tanh_grad"})  // exp, exp, tanh: libm calls
-    EXPECT_FALSE(in(kept)) << kept << "\n" << printFusion(r.p, f);
+    EXPECT_FALSE(in(f, kept)) << kept << "\n" << printFusion(r.p, f);
+  // --kernels jit's rules: the f32 transcendentals (vector math) fused, the
+  // gradients evaluated with scalar double libm calls not.
+  const Fusion jit = fuseRegions(r.p, r.p.train, program::PlanOptions{}.fuseRules());
+  for (const char* fused : {"softmax", "log_softmax_grad"}) EXPECT_TRUE(in(jit, fused)) << fused << "\n" << printFusion(r.p, jit);
+  EXPECT_FALSE(in(jit, "tanh_grad")) << printFusion(r.p, jit);
 }
 
 TEST(FuseRegions, ANormOverTwoNamesStaysUnfused) {
@@ -340,7 +345,8 @@ TEST(FuseRegions, EmitFusedPrintsRegions) {
   EXPECT_NE(out.find(" normalize_grad"), std::string::npos) << out;
   out.clear();
   ASSERT_EQ(cli::runCli({"check", gpt, "--emit=fused", "--world", "1", "--kernels", "jit"}, out, err), 0) << err;
-  EXPECT_EQ(out.find(" gelu"), std::string::npos) << out;
+  EXPECT_EQ(out.find(" gelu_grad"), std::string::npos) << out;
+  EXPECT_NE(out.find(" gelu %"), std::string::npos) << out;  // f32 through libmvec: fused
   EXPECT_NE(out.find(" normalize_grad"), std::string::npos) << out;
 #ifndef DTL_HAVE_CODEGEN
   EXPECT_EQ(cli::runCli({"check", std::string(DTL_SOURCE_DIR) + "/samples/synthetic_mlp.dtl", "--emit=ptx", "--world", "1"}, out, err), 2);

@@ -44,23 +44,24 @@ TEST(StepTraffic, CountsEachKernelsOperandsAndEachRegionsInputsAndOutputsOnce) {
   g.loss = loss;
   g.forward_end = static_cast<int>(g.nodes.size());
 
-  prog::Program p = program::planProgram(g);
-  Fusion f = fuseRegions(p);
-  StepTraffic t = stepTraffic(p, f, 1);
+  program::PlanOptions fused;
+  fused.fuse = true;
+  prog::Program p = program::planProgram(g, layout::Layout{}, {}, fused);
+  StepTraffic t = stepTraffic(p, 1);
   EXPECT_EQ(t.node_by_node, 180 + 160 + 4 + 164 + 36);
   EXPECT_EQ(t.kernels_node_by_node, 5);
   EXPECT_EQ(t.contraction_flops, 200);
   // The bias, relu and scaling fuse into one region reading mm and b, writing
   // `scaled`; the two-dim sum is not one region reduction, so it runs alone.
-  ASSERT_EQ(f.regions.size(), 1u) << printFusion(p, f);
+  ASSERT_EQ(p.fused.size(), 1u);
   EXPECT_EQ(t.fused, (80 + 20 + 80) + 36);
   EXPECT_EQ(t.kernels_fused, 2);
   EXPECT_EQ(t.update, 0);  // no Update nodes: a forward-only graph
 
-  Fusion none = f;
-  for (int& r : none.region_of) r = -1;
-  none.regions.clear();
-  EXPECT_EQ(stepTraffic(p, none, 1).fused, t.node_by_node);
+  const StepTraffic alone = stepTraffic(program::planProgram(g), 1);  // planned without fusion
+  EXPECT_EQ(alone.node_by_node, t.node_by_node);
+  EXPECT_EQ(alone.fused, t.node_by_node);
+  EXPECT_EQ(alone.kernels_fused, 5);
   EXPECT_NE(printTraffic(t).find("node by node 0.0 MiB in 5 kernels, fused 0.0 MiB in 2 kernels (0.40x)"),
             std::string::npos)
       << printTraffic(t);

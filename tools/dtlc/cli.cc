@@ -124,16 +124,15 @@ int emitLayout(const driver::Frontend& fe, const std::string& emit, bool fuse, s
     return 0;
   }
   // The regions as the planner cuts them (parameters and their views run
-  // first), by the rules `--kernels` runs: jit leaves the transcendentals out.
+  // first), by the rules `--kernels` runs: jit leaves the gradients that
+  // call libm out; without it, the generator's full rules.
   program::PlanOptions o;
   o.fuse = true;
-  o.fuse_transcendentals = !fuse;
+  if (!fuse) o.fuse_transcendentals = o.fuse_libm_gradients = true;
   prog::Program p = program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0), o);
   codegen::Fusion f = codegen::plannedFusion(p);
   if (emit == "fused") {
-    codegen::FuseRules jit;  // the traffic of what `--kernels jit` runs, which may fuse less than printed below
-    jit.transcendentals = program::PlanOptions{}.fuse_transcendentals;
-    out += codegen::printTraffic(codegen::stepTraffic(p, codegen::fuseRegions(p, p.train, jit), optimizerStates(fe.spec().train)));
+    out += codegen::printTraffic(codegen::stepTraffic(p, optimizerStates(fe.spec().train)));
     out += codegen::printFusion(p, f);
     return 0;
   }
