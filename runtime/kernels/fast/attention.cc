@@ -336,7 +336,7 @@ std::string attention(const TensorView& q, const TensorView& k, const TensorView
                       TensorView& lse, int threads, Scratch& s) {
   const Heads l = headsOf(q.shape, k.shape);
   if (l.sq == 0 || l.sk == 0 || l.dim == 0) {  // no key to attend to: 0, as the reference
-    std::memset(y.f(), 0, static_cast<size_t>(y.elements) * sizeof(float));
+    if (y.elements > 0) std::memset(y.f(), 0, static_cast<size_t>(y.elements) * sizeof(float));
     std::fill(lse.f(), lse.f() + lse.elements, l.sk == 0 ? -kInf : NAN);  // dim 0: scores 0·inf, as the reference
     return "";
   }
@@ -351,7 +351,8 @@ std::string attentionGrad(const TensorView& q, const TensorView& k, const Tensor
                           TensorView& dv, int threads, Scratch& s) {
   const Heads l = headsOf(q.shape, k.shape);
   if (l.sq == 0 || l.sk == 0 || l.dim == 0) {
-    for (TensorView* g : {&dq, &dk, &dv}) std::memset(g->f(), 0, static_cast<size_t>(g->elements) * sizeof(float));
+    for (TensorView* g : {&dq, &dk, &dv})  // an empty one may have no memory at all
+      if (g->elements > 0) std::memset(g->f(), 0, static_cast<size_t>(g->elements) * sizeof(float));
     return "";
   }
   eachPair(l, threads, BackwardTiles::words(l.dim, l.sq), s, [&](int64_t b, int64_t h, float* work) {
