@@ -197,10 +197,7 @@ void stepFigures(const std::string& samples, const std::string& name, const std:
   std::printf("%s: forward+backward, median of %d on %d threads: fast %.2f ms, jit %.2f ms (%.2fx); %d regions, %d kernels\n",
               name.c_str(), runs, threads, f, j, f / j, s.regions, s.kernels);
   // The bytes behind those times: the same program node by node and as --kernels jit fuses it.
-  const sema::TrainSpec& t = fe.spec().train;
-  const auto momentum = t.optimizer_args.find("momentum");
-  const int states = t.optimizer != "sgd" ? 2 : momentum != t.optimizer_args.end() && momentum->second != 0 ? 1 : 0;
-  std::printf("  %s", codegen::printTraffic(codegen::stepTraffic(fused, states)).c_str());
+  std::printf("  %s", codegen::printTraffic(codegen::stepTraffic(fused, fe.spec().train.stateTensorsPerParam())).c_str());
 }
 
 }  // namespace

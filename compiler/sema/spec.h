@@ -122,6 +122,14 @@ struct TrainSpec {
   std::string checkpoint_dir;  // as written: relative to the working folder, like --resume
   int64_t checkpoint_keep = 0; // 0 = keep all
   std::map<std::string, Loc> where;  // each setting given: its key in the spec or its --set
+
+  // The state tensors the optimiser keeps per parameter (runtime/optim/optimizer.h):
+  // adam and adamw two, sgd one with momentum, else none.
+  int stateTensorsPerParam() const {
+    if (optimizer != "sgd") return 2;
+    auto m = optimizer_args.find("momentum");
+    return m != optimizer_args.end() && m->second != 0 ? 1 : 0;
+  }
 };
 
 struct MeshAxisSpec {

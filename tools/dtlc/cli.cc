@@ -86,13 +86,6 @@ KernelEmitter& kernelEmitter() {
   return emitter;
 }
 
-// The state tensors the spec's optimiser keeps per parameter (runtime/optim/optimizer.h).
-int optimizerStates(const sema::TrainSpec& t) {
-  if (t.optimizer != "sgd") return 2;  // adam, adamw: exp_avg, exp_avg_sq
-  auto m = t.optimizer_args.find("momentum");
-  return m != t.optimizer_args.end() && m->second != 0 ? 1 : 0;
-}
-
 bool needsLayout(const std::string& emit) {
   return emit == "layout" || emit == "program" || emit == "fused" || emit == "llvm" || emit == "ptx";
 }
@@ -132,7 +125,7 @@ int emitLayout(const driver::Frontend& fe, const std::string& emit, bool fuse, s
   prog::Program p = program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0), o);
   codegen::Fusion f = codegen::plannedFusion(p);
   if (emit == "fused") {
-    out += codegen::printTraffic(codegen::stepTraffic(p, optimizerStates(fe.spec().train)));
+    out += codegen::printTraffic(codegen::stepTraffic(p, fe.spec().train.stateTensorsPerParam()));
     out += codegen::printFusion(p, f);
     return 0;
   }
