@@ -1,7 +1,9 @@
 // traffic.h: bytes in and out of the step's non-contraction kernels.
 #include "compiler/codegen/traffic.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 #include <set>
 
 namespace dtl::codegen {
@@ -34,9 +36,29 @@ bool isKernel(const prog::Program& p, const Node& n) {
   return p.train.storage[static_cast<size_t>(n.id)].kind != prog::Storage::Alias;
 }
 
+// Whether `x` was computed straight into value `into`'s storage (a stacked
+// copy's gradient in its block of the stack, a dense gradient a scatter adds to).
+bool computedInto(const prog::Program& p, int x, int into) {
+  const prog::Storage& s = p.train.storage[static_cast<size_t>(x)];
+  return s.kind == prog::Storage::Alias && s.index == into;
+}
+
 int64_t nodeBytes(const prog::Program& p, const Node& n) {
   // An embedding reads the ids and the rows it gathers, not the whole table.
   if (n.op == Op::Embed) return bytesOf(p[n.inputs.at(1)]) + 2 * bytesOf(n);
+  // Added into a dense gradient in place: the ids, dy, and the rows it
+  // reads and writes back (at most one per dy row).
+  if (n.op == Op::EmbedGrad && n.inputs.size() == 3 && computedInto(p, n.inputs[2], n.id))
+    return bytesOf(p[n.inputs[0]]) + 3 * bytesOf(p[n.inputs[1]]);
+  // The stack of a repeat's gradients: a copy computed in its block moves nothing here.
+  if (n.op == Op::SliceGrad) {
+    int64_t b = bytesOf(n);  // the blocks no copy covers are zeroed
+    for (int x : n.inputs) {
+      b -= bytesOf(p[x]);
+      if (!computedInto(p, x, n.id)) b += 2 * bytesOf(p[x]);  // read, written into its block
+    }
+    return b;
+  }
   int64_t b = bytesOf(n);
   for (const ir::Result& r : n.results) b += r.shape.elements().value_or(0) * dtypeBytes(r.dtype);  // attention's
   for (int x : n.inputs) b += bytesOf(p[x]);
@@ -61,6 +83,7 @@ StepTraffic stepTraffic(const prog::Program& p, int state_per_param) {
         for (int id : *members)
           if (isKernel(p, p[id])) t.node_by_node += nodeBytes(p, p[id]), ++t.kernels_node_by_node;
       t.fused += regionBytes(p, r);
+      t.fused_by_kind["regions"] += regionBytes(p, r);
       ++t.kernels_fused;
       continue;
     }
@@ -70,6 +93,7 @@ StepTraffic stepTraffic(const prog::Program& p, int state_per_param) {
     if (!isKernel(p, n)) continue;
     const int64_t b = nodeBytes(p, n);
     t.node_by_node += b, t.fused += b;
+    t.fused_by_kind[ir::opName(n.op)] += b;
     ++t.kernels_node_by_node, ++t.kernels_fused;
   }
   for (const prog::Instr& in : p.update.instrs) {
@@ -78,6 +102,16 @@ StepTraffic stepTraffic(const prog::Program& p, int state_per_param) {
     t.update += bytesOf(p[p[in.id].inputs.at(0)]) * (3 + 2 * state_per_param);
   }
   return t;
+}
+
+template <class Mib>
+std::string byKind(const StepTraffic& t, Mib mib) {
+  std::vector<std::pair<int64_t, std::string>> kinds;
+  for (const auto& [kind, b] : t.fused_by_kind) kinds.emplace_back(-b, kind);
+  std::sort(kinds.begin(), kinds.end());
+  std::string out = "# fused traffic by kernel:";
+  for (size_t k = 0; k < kinds.size(); ++k) out += (k ? ", " : " ") + kinds[k].second + " " + mib(-kinds[k].first);
+  return out + "\n";
 }
 
 std::string printTraffic(const StepTraffic& t) {
@@ -92,7 +126,7 @@ std::string printTraffic(const StepTraffic& t) {
   return "# non-GEMM traffic per training step (bytes read + written by kernels other than contractions): node by node " +
          mib(t.node_by_node) + " in " + std::to_string(t.kernels_node_by_node) + " kernels, fused " + mib(t.fused) +
          " in " + std::to_string(t.kernels_fused) + " kernels (" + ratio + "x); optimiser update " + mib(t.update) +
-         "; contractions " + std::to_string(t.contraction_flops / 1000000) + " MFLOP\n";
+         "; contractions " + std::to_string(t.contraction_flops / 1000000) + " MFLOP\n" + byKind(t, mib);
 }
 
 }  // namespace dtl::codegen

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "core/program.h"
@@ -22,6 +23,9 @@ struct StepTraffic {
   int64_t kernels_node_by_node = 0, kernels_fused = 0;  // kernel launches per step, either way
   int64_t update = 0;        // the optimiser update schedule's bytes (the same either way)
   int64_t contraction_flops = 0;  // 2·M·N·K of every contraction of the training schedule
+  // The fused bytes by what moves them: "regions", or the op of a kernel that
+  // runs unfused (where the next cut must come from).
+  std::map<std::string, int64_t> fused_by_kind;
 };
 
 // `p` planned with or without fused regions (PlanOptions::fuse); without,
@@ -29,7 +33,8 @@ struct StepTraffic {
 // read and written per parameter (sgd 0, sgd with momentum 1, adam/adamw 2).
 StepTraffic stepTraffic(const prog::Program& p, int state_per_param);
 
-// One line for `--emit=fused`: "# non-GEMM traffic per training step: …".
+// Two lines for `--emit=fused`: "# non-GEMM traffic per training step: …" and
+// where the fused bytes go, largest first.
 std::string printTraffic(const StepTraffic& t);
 
 }  // namespace dtl::codegen

@@ -113,7 +113,8 @@ class Pass {
   int convert(int id, size_t a, const std::string& why, const std::string& into = {}) {
     const Shape& src = out_.nodes[static_cast<size_t>(id)].shape;
     Placement p = place_[static_cast<size_t>(id)][a];
-    if (p.kind == Placement::Replicate) return id;
+    // On an axis of one rank every placement is the whole value: nothing to send.
+    if (p.kind == Placement::Replicate || mesh_[a].size == 1) return id;
     const bool scatter = !into.empty() && p.kind == Placement::Partial && !p.max && holds(src, into);
     // Shard(D) → Shard(into): an all-to-all, 1/n of a gather's bytes.
     const bool exchange = !into.empty() && p.kind == Placement::Shard && p.dim != into && src.has(into) &&
