@@ -54,7 +54,7 @@ enum class Op {
   Result,     // inputs[0] = a node of several results; index = k ≥ 1: a view of its result k (this node's
               // shape and dtype are that result's). No kernel, no copy: see Node::results
   // backward-only
-  UnaryGrad,      // fn; inputs: x, dy → dx
+  UnaryGrad,      // fn; inputs: x, dy → dx (relu: its result y = relu(x), dy: the same select)
   MaxGrad,        // inputs: x, dy; names reduced → dx
   SoftmaxGrad,    // inputs: y (softmax output), dy; names[0]
   LogSoftmaxGrad, // inputs: y (log_softmax output), dy; names[0]

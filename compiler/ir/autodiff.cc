@@ -252,6 +252,10 @@ class Backward {
         return;
       case Op::Unary:
         if (n.fn == "neg") contribute(n.inputs[0], make(Op::Unary, n, {gy}, "neg"));
+        // relu's gradient from its result (torch's threshold_backward does the
+        // same): relu(x) <= 0 exactly where x <= 0, NaN included, so the
+        // forward need not keep x, and bias + relu can be a GEMM's epilogue.
+        else if (n.fn == "relu") contribute(n.inputs[0], make(Op::UnaryGrad, n, {n.id, gy}, n.fn));
         else contribute(n.inputs[0], make(Op::UnaryGrad, n, {n.inputs[0], gy}, n.fn));
         return;
       case Op::Binary: binary(n, gy); return;
