@@ -5,7 +5,8 @@
 //    dim order:
 //    - Unary (every fn of region.h), Binary (arithmetic on f32; a comparison
 //      gives Bool), Reduce sum|mean|max over one name, ReduceTo that removes
-//      one name (a sum), Softmax and LogSoftmax (region.h's max → sub → exp →
+//      one or more names (a sum over each in turn: a bias's gradient over
+//      batch and seq), Softmax and LogSoftmax (region.h's max → sub → exp →
 //      sum → div|log chain), UnaryGrad (region.h's unaryGrad: one node, the
 //      reference's double formula), SoftmaxGrad and LogSoftmaxGrad, Normalize,
 //      RmsNormalize and their *Grad over one name (region.h's composites, the
@@ -35,8 +36,11 @@
 //    when every value the merged region reads from outside is ready (its
 //    producer has run, or its communication group has been waited for)
 //    before the merged region's first node; else it joins the latest of
-//    those regions for which that holds; else it starts a region of its own
-//    (always sound: its operands precede it). The region runs where its first
+//    those regions for which that holds; else it joins the latest region
+//    that reads one of its operands, where that holds (so the operand is
+//    read once: a LayerNorm's gradient, its gain's and the bias's gradient
+//    read the same dy); else it starts a region of its own (always sound:
+//    its operands precede it). The region runs where its first
 //    node runs, so it never needs a value computed later.
 // 4. A member is a region output when a node outside the region reads it,
 //    the caller reads it, or nothing reads it; a value from outside is a
@@ -123,6 +127,15 @@ class Fuser {
     }
   }
 
+  // Whether `to` is `from` with one or more dims removed, the rest in order.
+  static bool removesDims(const Shape& from, const Shape& to) {
+    if (to.dims.size() >= from.dims.size()) return false;
+    size_t k = 0;
+    for (const Dim& d : from.dims)
+      if (k < to.dims.size() && d == to.dims[k]) ++k;
+    return k == to.dims.size();
+  }
+
   static std::optional<std::string> removedDim(const Shape& from, const Shape& to) {
     if (from.dims.size() != to.dims.size() + 1) return std::nullopt;
     for (size_t i = 0; i < from.dims.size(); ++i) {
@@ -157,7 +170,7 @@ class Fuser {
         return dim && *dim == n.names[0];
       }
       case Op::ReduceTo:
-        return n.dtype == DType::F32 && n.inputs.size() == 1 && removedDim(regionShape(n.inputs[0]), n.shape).has_value();
+        return n.dtype == DType::F32 && n.inputs.size() == 1 && removesDims(regionShape(n.inputs[0]), n.shape);
       case Op::Softmax:
       case Op::LogSoftmax:
         return rules_.transcendentals && n.dtype == DType::F32 && n.inputs.size() == 1 && n.names.size() == 1 &&
@@ -231,6 +244,24 @@ class Fuser {
     return true;
   }
 
+  // Rule 3's last resort: the latest region that reads a value `v` reads
+  // (from outside it), when joining it is sound: the value is read once.
+  int sibling(int v) const {
+    const std::vector<int> mine = valueOperands(v);
+    for (int r = static_cast<int>(members_.size()); r-- > 0;) {
+      const std::vector<int>& m = members_[static_cast<size_t>(r)];
+      bool shares = false;
+      for (int w : m)
+        for (int x : valueOperands(w))
+          shares = shares || (region_of_[static_cast<size_t>(x)] != r && std::find(mine.begin(), mine.end(), x) != mine.end());
+      if (!shares) continue;
+      std::vector<int> with = m;
+      with.push_back(v);
+      if (sound(with)) return r;
+    }
+    return -1;
+  }
+
   // Rule 3.
   void group() {
     region_of_.assign(n_, -1);
@@ -264,6 +295,7 @@ class Fuser {
         for (auto it = cands.rbegin(); it != cands.rend() && target < 0; ++it)
           if (sound(with({*it}))) target = *it;
       }
+      if (target < 0) target = sibling(v);
       if (target < 0) {
         target = static_cast<int>(members_.size());
         members_.emplace_back();
@@ -434,9 +466,9 @@ Region buildRegion(const prog::Program& p, prog::Fused& f, const std::string& na
         break;
       }
       case Op::Reduce: id = r.reduce(*parseReduceFn(n.fn), get(n.inputs[0]), n.names[0]); break;
-      case Op::ReduceTo: {
-        int a = get(n.inputs[0]);
-        id = r.reduce(ReduceFn::Sum, a, removed(r.node(a).shape, n.shape));
+      case Op::ReduceTo: {  // a sum over each removed dim in turn (a bias's gradient: batch, then seq)
+        id = get(n.inputs[0]);
+        while (r.node(id).shape.dims.size() > n.shape.dims.size()) id = r.reduce(ReduceFn::Sum, id, removed(r.node(id).shape, n.shape));
         break;
       }
       case Op::Softmax: id = r.softmax(get(n.inputs[0]), n.names[0]); break;

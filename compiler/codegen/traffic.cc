@@ -33,7 +33,10 @@ int64_t contractionFlops(const prog::Program& p, const Node& n) {
 bool isKernel(const prog::Program& p, const Node& n) {
   if (n.op == Op::Input || n.op == Op::Param || n.op == Op::Contract || n.op == Op::Update) return false;
   if (ir::isConversion(n.op) && n.op != Op::LocalSlice) return false;
-  return p.train.storage[static_cast<size_t>(n.id)].kind != prog::Storage::Alias;
+  // A view aliases its own operand; a value computed into a consumer's
+  // storage (a stacked gradient's block) is still a kernel's work.
+  const prog::Storage& s = p.train.storage[static_cast<size_t>(n.id)];
+  return !(s.kind == prog::Storage::Alias && !n.inputs.empty() && s.index == n.inputs[0]);
 }
 
 // Whether `x` was computed straight into value `into`'s storage (a stacked

@@ -176,26 +176,26 @@ TEST(Plan, SplittingTheBatchIsNotRefused) {
   EXPECT_EQ(rc, 0) << out;
 }
 
-// --device-memory: the plan for a target machine; one rank needs 14.4 KiB.
+// --device-memory: the plan for a target machine; one rank needs 14.3 KiB.
 TEST(Plan, DeviceMemoryRefusesAPlanThatDoesNotFit) {
   int rc = 0;
   EXPECT_EQ(plan({"--device-memory", "8 KiB"}, &rc),
-            "dtlc plan: the plan needs 14.4 KiB per rank, more than the 8.0 KiB of --device-memory\n"
+            "dtlc plan: the plan needs 14.3 KiB per rank, more than the 8.0 KiB of --device-memory\n"
             "memory per rank\n"
             "  parameters        2.6 KiB\n"
             "  gradients         2.6 KiB\n"
             "  optimizer state   2.6 KiB\n"
-            "  peak activations  3.8 KiB\n"
+            "  peak activations  3.7 KiB\n"
             "  comm buffers      2.6 KiB\n"
-            "  total             14.4 KiB\n"
+            "  total             14.3 KiB\n"
             "hint: lower train.batch or the model's dims, or plan for a device with more memory\n");
   EXPECT_EQ(rc, 1);
-  // 14,732 bytes exactly (docs/plan.md's JSON "total").
-  for (const char* fits : {"24 GiB", "24GiB", "512 MiB", "14732", "15KiB"}) {
+  // 14,604 bytes exactly (docs/plan.md's JSON "total").
+  for (const char* fits : {"24 GiB", "24GiB", "512 MiB", "14604", "15KiB"}) {
     EXPECT_EQ(plan({"--device-memory", fits}, &rc), slurp(kDir + "/mlp_dp.txt")) << fits;
     EXPECT_EQ(rc, 0) << fits;
   }
-  EXPECT_EQ(plan({"--device-memory", "14731"}, &rc).substr(0, 40), "dtlc plan: the plan needs 14.4 KiB per r");
+  EXPECT_EQ(plan({"--device-memory", "14603"}, &rc).substr(0, 40), "dtlc plan: the plan needs 14.3 KiB per r");
   EXPECT_EQ(rc, 1);
   EXPECT_EQ(plan({"--device-memory", "lots"}, &rc), "dtlc plan: --device-memory expects a size such as '24 GiB', got 'lots'\n");
   EXPECT_EQ(rc, 2);
@@ -297,7 +297,7 @@ TEST(Plan, RunRefusesAPlanLargerThanThisMachine) {
     EXPECT_EQ(rc, 1) << err;
     std::string first = err.substr(0, err.find('\n'));
     // One rank has no gradient buckets; two hold them (comm buffers: the gradients again).
-    EXPECT_EQ(first.rfind(extra.empty() ? "dtlc run: the plan needs 1.4 PiB per rank, more than the "
+    EXPECT_EQ(first.rfind(extra.empty() ? "dtlc run: the plan needs 1.5 PiB per rank, more than the "
                                         : "dtlc run: the plan needs 1.7 PiB per rank × 2 ranks on this machine = 3.4 PiB, more than the ",
                           0),
               0u)
