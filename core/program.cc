@@ -118,7 +118,10 @@ std::string printProgram(const Program& p) {
     for (int x : p.fused[k].nodes) line += " %" + std::to_string(x);
     if (!p.fused[k].folded.empty()) line += " (folded";
     for (int x : p.fused[k].folded) line += " %" + std::to_string(x);
-    out += line + (p.fused[k].folded.empty() ? "\n" : ")\n");
+    if (!p.fused[k].folded.empty()) line += ")";
+    if (!p.fused[k].recomputed.empty()) line += " (recomputes";
+    for (int x : p.fused[k].recomputed) line += " %" + std::to_string(x);
+    out += line + (p.fused[k].recomputed.empty() ? "\n" : ")\n");
   }
   out += scheduleText(p, p.train, "train");
   out += scheduleText(p, p.eval, "eval");

@@ -82,8 +82,13 @@ struct Fused {
   std::vector<int> folded;   // members folded into it: scalar constants, Aligns its members read through
   std::vector<int> inputs;   // values from outside, in the region's input order
   std::vector<int> outputs;  // members read outside it, in the region's output order
+  // Members of other regions it computes again from their operands rather
+  // than read (a norm's output in its gradient's region, which reads the
+  // norm's input anyway): the other region need not write them.
+  std::vector<int> recomputed;
   bool operator==(const Fused& o) const {
-    return nodes == o.nodes && folded == o.folded && inputs == o.inputs && outputs == o.outputs;
+    return nodes == o.nodes && folded == o.folded && inputs == o.inputs && outputs == o.outputs &&
+           recomputed == o.recomputed;
   }
 };
 

@@ -45,6 +45,13 @@
 // 4. A member is a region output when a node outside the region reads it,
 //    the caller reads it, or nothing reads it; a value from outside is a
 //    region input. A region of one node is still a kernel.
+// 5. Recomputed norms. A region that reads a Normalize or RmsNormalize of
+//    another region, and reads (or computes) that norm's input too,
+//    computes the norm again instead of reading it (Fused::recomputed): a
+//    LayerNorm's gradient region reads x for its own formula, so its gain's
+//    gradient needs no stored x̂, and a norm only such regions read is no
+//    output of its own region (rule 4 does not count them). The same f32
+//    formula twice: the forward's and the gradient's x̂ agree to rounding.
 #include "compiler/codegen/fuse_regions.h"
 
 #include <algorithm>
@@ -52,6 +59,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <functional>
 #include <set>
 #include <stdexcept>
 
@@ -305,6 +313,25 @@ class Fuser {
     }
   }
 
+  // Rule 5: the norms region k computes again instead of reading.
+  std::set<int> recomputedIn(const std::vector<int>& members, int k) const {
+    std::set<int> reads;  // values the region reads or computes
+    for (int m : members) {
+      reads.insert(m);
+      for (int x : valueOperands(m)) reads.insert(x);
+    }
+    std::set<int> out;
+    for (int m : members)
+      for (int x : valueOperands(m)) {
+        const Node& n = node(x);
+        const int home = region_of_[static_cast<size_t>(x)];
+        if ((n.op == Op::Normalize || n.op == Op::RmsNormalize) && home >= 0 && home != k &&
+            !folded_[static_cast<size_t>(n.inputs[0])] && reads.count(n.inputs[0]))
+          out.insert(x);
+      }
+    return out;
+  }
+
   // Rule 4, and the folded constants and Aligns; regions renumbered by their first node.
   Fusion build() {
     Fusion f;
@@ -321,6 +348,9 @@ class Fuser {
     });
     for (size_t k = 0; k < regions.size(); ++k)
       for (int m : regions[k]) f.region_of[static_cast<size_t>(m)] = static_cast<int>(k);
+    std::vector<std::set<int>> recomputed(regions.size());
+    for (size_t k = 0; k < regions.size(); ++k)
+      recomputed[k] = recomputedIn(regions[k], region_of_[static_cast<size_t>(regions[k][0])]);
     // The region a folded node belongs to: its only readers' (constants), its first reader's (Aligns).
     std::vector<std::vector<int>> extra(regions.size());
     for (const Node& n : p_.nodes) {
@@ -356,9 +386,14 @@ class Fuser {
       fr.members.folded.assign(folded.begin(), folded.end());
       for (int v : regions[k]) {
         bool out = caller_[static_cast<size_t>(v)] || readers_[static_cast<size_t>(v)].empty();
-        for (int r : readers_[static_cast<size_t>(v)]) out = out || !readsInside(r, in);
+        for (int r : readers_[static_cast<size_t>(v)]) {
+          const int kr = f.region_of[static_cast<size_t>(r)];
+          const bool recomputes = !folded_[static_cast<size_t>(r)] && kr >= 0 && recomputed[static_cast<size_t>(kr)].count(v);
+          out = out || (!readsInside(r, in) && !recomputes);
+        }
         if (out) fr.members.outputs.push_back(v);
       }
+      fr.members.recomputed.assign(recomputed[k].begin(), recomputed[k].end());
       fr.region = buildRegion(p_, fr.members, "region" + std::to_string(k));
       fr.inputs = fr.members.inputs;
       fr.outputs = fr.members.outputs;
@@ -433,13 +468,17 @@ Region buildRegion(const prog::Program& p, prog::Fused& f, const std::string& na
   const std::set<int> folded(f.folded.begin(), f.folded.end());
   std::map<int, int> value;  // program node → region node
   f.inputs.clear();
-  auto get = [&](int x) {
+  std::function<int(int)> get = [&](int x) {
     while (folded.count(x) && p[x].op == Op::Align) x = p[x].inputs[0];
     auto it = value.find(x);
     if (it != value.end()) return it->second;
     const Node& n = p[x];
     int id;
-    if (n.op == Op::Const && n.dtype == DType::F32 && n.shape.scalar()) {
+    if (std::find(f.recomputed.begin(), f.recomputed.end(), x) != f.recomputed.end()) {
+      const float eps = static_cast<float>(n.scalar);
+      id = n.op == Op::Normalize ? r.normalize(get(n.inputs[0]), n.names[0], eps)
+                                 : r.rmsNormalize(get(n.inputs[0]), n.names[0], eps);
+    } else if (n.op == Op::Const && n.dtype == DType::F32 && n.shape.scalar()) {
       id = r.constant(static_cast<float>(n.scalar));
     } else {
       if (std::find(f.nodes.begin(), f.nodes.end(), x) != f.nodes.end())

@@ -331,6 +331,42 @@ TEST(FuseRegions, ALayerNormsGainAndBiasJoinItsRegion) {
   EXPECT_EQ(norms, 5);  // two per block, two blocks, and the last
 }
 
+// A LayerNorm's backward as `--kernels jit` fuses it: the gain's and the
+// bias's gradients (sums over batch and seq) join the norm gradient's region,
+// which reads dy once and computes x̂ again from x, so the forward region
+// writes no x̂.
+TEST(FuseRegions, ANormsGradientRegionReadsDyOnceAndRecomputesTheNorm) {
+  auto s = compileSample("char_gpt.dtl");
+  program::PlanOptions o;
+  o.fuse = true;
+  const prog::Program p = program::planProgram(s->fe.graph(), s->fe.layout(), layout::meshCoords(s->fe.layout().mesh, 0), o);
+  Fusion f = plannedFusion(p);
+  int grads = 0;
+  for (const Node& n : p.nodes) {
+    if (n.op != Op::NormalizeGrad) continue;
+    ++grads;
+    const int region = f.region_of[static_cast<size_t>(n.id)];
+    ASSERT_GE(region, 0) << ir::printNode(n);
+    // dy (a contraction's result, or added to one) is read by this region alone
+    for (int x : f.regions[static_cast<size_t>(region)].inputs) {
+      if (p[x].op != Op::Contract) continue;
+      int readers = 0;
+      for (const FusedRegion& fr : f.regions) readers += std::count(fr.inputs.begin(), fr.inputs.end(), x);
+      EXPECT_EQ(readers, 1) << "%" << x << " read by several regions\n" << printFusion(p, f);
+    }
+    const prog::Fused& m = f.regions[static_cast<size_t>(region)].members;
+    EXPECT_EQ(m.recomputed.size(), 1u) << printFusion(p, f);
+    for (int x : m.recomputed) {
+      EXPECT_EQ(p[x].op, Op::Normalize);
+      for (const FusedRegion& fr : f.regions) EXPECT_EQ(std::count(fr.outputs.begin(), fr.outputs.end(), x), 0) << "%" << x;
+    }
+  }
+  EXPECT_EQ(grads, 5);
+  for (const Node& n : p.nodes)
+    if (n.op == Op::ReduceTo && p[n.inputs[0]].shape.dims.size() == n.shape.dims.size() + 2)
+      EXPECT_GE(f.region_of[static_cast<size_t>(n.id)], 0) << ir::printNode(n);
+}
+
 TEST(FuseRegions, EmitFusedPrintsRegions) {
   std::string out, err;
   int rc = cli::runCli({"check", std::string(DTL_SOURCE_DIR) + "/samples/synthetic_mlp.dtl", "--emit=fused", "--world", "1"}, out, err);
