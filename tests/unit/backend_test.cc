@@ -4,6 +4,7 @@
 // products, size-1 dims, odd sizes), broadcasting, reductions over middle
 // dims, user-data errors and dropout masks. Floats agree to ~1e-5 relative
 // (f32 against double), integers exactly.
+#include <cstring>
 #include "tests/unit/backend_test_util.h"
 
 #include <bit>
@@ -317,6 +318,33 @@ TEST_F(BackendTest, CrossEntropyFusedWithLogSoftmax) {
   checkFails(node(Op::CrossEntropy, Shape{}, DType::F32, "", {"classes"}), {&mid, &lab2}, "label -1 at (b 1, a 1)");
   checkFails(node(Op::CrossEntropyGrad, mid.shape, DType::F32, "", {"classes"}), {&mid, &lab2, &dloss},
              "labels must be in [0, 10)");
+}
+
+// Cross-entropy's rows are shared over the threads: the loss and the
+// gradient are the same bits on one thread and on two (NaN and inf rows too).
+TEST_F(BackendTest, CrossEntropyOnTwoThreadsIsBitwiseOneThreads) {
+  const Dim cls{"classes", 301}, rows{"rows", 37};
+  Buf dloss(Shape{}, DType::F32);
+  dloss.f[0] = 1.0f;
+  Buf logits = rand(sh({rows, cls}), 4.0f), labels = ints(sh({rows}), rng_, 0, 300);
+  logits.f[5 * 301 + 7] = std::nanf("");
+  logits.f[9 * 301 + 2] = INFINITY;
+  const Node loss = node(Op::CrossEntropy, Shape{}, DType::F32, "", {"classes"});
+  const Node grad = node(Op::CrossEntropyGrad, logits.shape, DType::F32, "", {"classes"});
+  std::vector<Outcome> out;
+  for (int threads : {1, 2}) {
+    ctx_.threads = threads;
+    out.push_back(runNode(*fast_, loss, {&logits, &labels}, ctx_));
+    out.push_back(runNode(*fast_, grad, {&logits, &labels, &dloss}, ctx_));
+  }
+  ctx_.threads = 1;
+  for (size_t k = 0; k < 2; ++k) {
+    ASSERT_TRUE(out[k].status.ok && out[k + 2].status.ok);
+    ASSERT_EQ(out[k].out.f.size(), out[k + 2].out.f.size());
+    EXPECT_EQ(std::memcmp(out[k].out.f.data(), out[k + 2].out.f.data(), out[k].out.f.size() * 4), 0) << k;
+  }
+  EXPECT_TRUE(std::isnan(out[0].out.f[0]));  // a NaN logit makes the mean loss NaN
+  EXPECT_TRUE(std::isnan(out[1].out.f[5 * 301]) && !std::isnan(out[1].out.f[4 * 301]));  // only its row's gradient
 }
 
 TEST_F(BackendTest, DropoutMasksAgreeAndFollowTheSeed) {

@@ -1,7 +1,7 @@
 // The fast backend: f32 kernels on executor memory, contractions through
 // oneDNN's SGEMM (gemm.h). Dispatch only; the kernels are in this folder.
-// Threading: GEMMs and attention use ctx.threads OpenMP threads; every other
-// kernel runs on the calling thread.
+// Threading: GEMMs, attention and cross-entropy use ctx.threads OpenMP
+// threads; every other kernel runs on the calling thread.
 #include <cstring>
 #include <optional>
 
@@ -30,7 +30,7 @@ KernelStatus fail(const Node& n, const std::string& why) {
 
 // The kernels that can fail on user data or in the GEMM library.
 std::optional<std::string> runFallible(const Node& n, const std::vector<const TensorView*>& in, TensorView& out,
-                                       fast::Scratch& s) {
+                                       int threads, fast::Scratch& s) {
   auto x = [&](size_t k) -> const TensorView& { return *in.at(k); };
   switch (n.op) {
     case Op::Contract: {
@@ -44,8 +44,8 @@ std::optional<std::string> runFallible(const Node& n, const std::vector<const Te
       return fast::embedGrad(x(0), x(1), out, n.offset, n.index);
     case Op::PickClass: return fast::pickClass(x(0), x(1), n.names.at(0), out, n.offset, n.index, s);
     case Op::PickClassGrad: return fast::pickClassGrad(x(0), n.names.at(0), out, n.offset, n.index, s);
-    case Op::CrossEntropy: return fast::crossEntropy(x(0), x(1), n.names.at(0), out, s);
-    case Op::CrossEntropyGrad: return fast::crossEntropyGrad(x(0), x(1), n.names.at(0), x(2), out, s);
+    case Op::CrossEntropy: return fast::crossEntropy(x(0), x(1), n.names.at(0), out, threads, s);
+    case Op::CrossEntropyGrad: return fast::crossEntropyGrad(x(0), x(1), n.names.at(0), x(2), out, threads, s);
     default: return std::nullopt;
   }
 }
@@ -135,7 +135,7 @@ class FastBackend final : public Backend {
                    const RunContext& ctx) override {
     if (!n.results.empty()) return fail(n, "it has several results (runResults)");
     fast::setGemmThreads(ctx.threads);
-    if (std::optional<std::string> err = runFallible(n, in, out, scratch_)) {
+    if (std::optional<std::string> err = runFallible(n, in, out, ctx.threads, scratch_)) {
       if (!err->empty()) return {false, *err};
       return {};
     }

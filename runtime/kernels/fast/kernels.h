@@ -49,10 +49,13 @@ void normalizeGrad(const TensorView& x, const TensorView& dy, const Names& over,
                    Scratch& s);
 
 // nn.cc: the ops that fail on bad user data return "" or the message.
+// Cross-entropy's rows are shared out over `threads` OpenMP threads (a
+// GPT-2 step's logits are 256 rows of 50,257); the loss sums its rows'
+// terms in row order whatever the threads, so it is the same bit for bit.
 std::string crossEntropy(const TensorView& logits, const TensorView& labels, const std::string& classes, TensorView& y,
-                         Scratch& s);
+                         int threads, Scratch& s);
 std::string crossEntropyGrad(const TensorView& logits, const TensorView& labels, const std::string& classes,
-                             const TensorView& dloss, TensorView& dx, Scratch& s);
+                             const TensorView& dloss, TensorView& dx, int threads, Scratch& s);
 // Windowed as the reference's (ref::embed): rows [first, first + held) of `whole` (0: all).
 std::string embed(const TensorView& table, const TensorView& ids, TensorView& y, int64_t first = 0, int64_t whole = 0);
 std::string embedGrad(const TensorView& ids, const TensorView& dy, TensorView& dtable, int64_t first = 0,

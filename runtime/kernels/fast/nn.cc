@@ -79,29 +79,35 @@ std::string checkIds(const TensorView& ids, const Dim& vocab, int64_t whole) {
   return "";
 }
 
+// Threads for `rows` rows: no more than rows, at least one.
+int team(int threads, int64_t rows) { return static_cast<int>(std::clamp<int64_t>(threads, 1, std::max<int64_t>(rows, 1))); }
+
 }  // namespace
 
 std::string crossEntropy(const TensorView& logits, const TensorView& labels, const std::string& classes, TensorView& y,
-                         Scratch& s) {
+                         int threads, Scratch& s) {
   const Dim& c = logits.shape.dims.at(static_cast<size_t>(logits.shape.find(classes)));
   if (std::string e = checkLabels(labels, c); !e.empty()) return e;
   RowLayout l = rowLayout(logits.shape, {classes});
   const float* x = inRows(logits, l, s.a);
   const int32_t* lab = rowLabels(labels, l, s.ids);
-  double total = 0;  // summed in double: one term per row, cheap and exact enough
+  std::vector<double> terms(static_cast<size_t>(l.rows));
+#pragma omp parallel for num_threads(team(threads, l.rows)) schedule(static)
   for (int64_t r = 0; r < l.rows; ++r) {
     const float* row = x + r * l.n;
     float m, lse;
     logSumExp(row, l.n, &m, &lse);
-    total += static_cast<double>(m) + lse - row[lab[r]];
+    terms[static_cast<size_t>(r)] = static_cast<double>(m) + lse - row[lab[r]];
   }
+  double total = 0;  // summed in double, in row order: one term per row, cheap and exact enough
+  for (double t : terms) total += t;
   // No positions gives 0/0 = NaN, as the reference.
   y.f()[0] = static_cast<float>(total / static_cast<double>(l.rows));
   return "";
 }
 
 std::string crossEntropyGrad(const TensorView& logits, const TensorView& labels, const std::string& classes,
-                             const TensorView& dloss, TensorView& dx, Scratch& s) {
+                             const TensorView& dloss, TensorView& dx, int threads, Scratch& s) {
   const Dim& c = logits.shape.dims.at(static_cast<size_t>(logits.shape.find(classes)));
   if (std::string e = checkLabels(labels, c); !e.empty()) return e;
   RowLayout l = rowLayout(logits.shape, {classes});
@@ -109,6 +115,7 @@ std::string crossEntropyGrad(const TensorView& logits, const TensorView& labels,
   const int32_t* lab = rowLabels(labels, l, s.ids);
   float* out = outRows(dx, l, s.b);
   const float g = static_cast<float>(static_cast<double>(dloss.f()[0]) / static_cast<double>(l.rows));
+#pragma omp parallel for num_threads(team(threads, l.rows)) schedule(static)
   for (int64_t r = 0; r < l.rows; ++r) crossEntropyGradRow(out + r * l.n, x + r * l.n, l.n, lab[r], g);
   finishRows(dx, l, out);
   return "";
