@@ -61,7 +61,7 @@ struct Worst {
   int64_t max_ulps = 0;
   int64_t max_normal_ulps = 0;  // where the reference is a normal f32 (not a denormal)
   double max_units = 0;
-  float at = 0, jit = 0;
+  float at = 0, dy = 0, jit = 0;
   double reference = 0;
 };
 
@@ -128,6 +128,104 @@ TEST(CodegenVmath, SweepWithinBounds) {
                 static_cast<long long>(((total + chunk - 1) / chunk) * chunk));
     EXPECT_EQ(w.failures, 0) << fnName(fn) << " past its bound, e.g. at x = " << w.at << ": jit " << w.jit
                              << ", reference " << w.reference;
+  }
+}
+
+// The gradients the generator computes in f32 (emit_llvm.cc, derivativeF32 and expGrad).
+constexpr UnaryFn kF32Gradients[] = {UnaryFn::Exp,  UnaryFn::Tanh, UnaryFn::Sigmoid,
+                                     UnaryFn::Silu, UnaryFn::Gelu, UnaryFn::GeluTanh};
+
+// dy for chunk `k`: random bit patterns (every magnitude, NaN, ±inf), ±1 and
+// uniform in [−4, 4], with x's cases of fillSamples in turn against each.
+// Chunk 0 starts with every pair of special x and special dy.
+void fillGradSamples(int64_t k, std::vector<float>& x, std::vector<float>& dy) {
+  fillSamples(k, x);
+  std::mt19937_64 rng(static_cast<uint64_t>(k) * 104729 + 7);
+  std::uniform_real_distribution<float> unit(-4.0f, 4.0f);
+  for (size_t i = 0; i < dy.size(); ++i) {
+    switch ((i / 3) % 3) {  // every x case meets every dy case
+      case 0: dy[i] = bitsToFloat(static_cast<uint32_t>(rng())); break;
+      case 1: dy[i] = rng() % 2 ? 1.0f : -1.0f; break;
+      default: dy[i] = unit(rng); break;
+    }
+  }
+  if (k == 0) {
+    // exp's: its near/far split at ±87, where e^(x/2) leaves the normals and
+    // reaches 0, and the reference's double e^x underflow (−745.13318 is the
+    // least float where it is not 0); the others' saturation points.
+    const float special_x[] = {NAN,      INFINITY, -INFINITY,   0.0f,        -0.0f,   1e-45f,   -1e-40f,   FLT_MIN,
+                               FLT_MAX,  -FLT_MAX, 87.0f,       87.00001f,   -87.0f,  -87.00001f, 88.72f,  177.0f,
+                               -174.7f,  -175.0f,  -180.0f,     -207.9f,     -208.0f, -745.13318f, -745.13324f, -800.0f,
+                               -1.2785f, -0.7518f, 9.0f,        -9.0f,       17.0f,   -19.0f,   -38.0f,    -5.5f,
+                               7e12f,    -7e12f,   5e19f,       -5e19f,      1e30f,   -1e30f,   2.0f,      -3.0f};
+    const float special_dy[] = {NAN,   INFINITY, -INFINITY, 0.0f,   -0.0f, 1e-45f, -1e-40f, FLT_MIN,
+                                FLT_MAX, -FLT_MAX, 1e30f,  1e-30f, 1.0f,  -1.0f,  0.5f,    3e38f};
+    size_t i = 0;
+    for (float a : special_x)
+      for (float b : special_dy) x[i] = a, dy[i] = b, ++i;
+  }
+}
+
+// y = dy · f'(x) element by element against the reference's double formula.
+void checkGradChunk(UnaryFn fn, const std::vector<float>& x, const std::vector<float>& dy, const std::vector<float>& y,
+                    Worst* w) {
+  const Shape s{{{"i", static_cast<int64_t>(x.size())}}};
+  const ref::Unary op = *ref::parseUnary(fnName(fn));
+  const ref::Tensor tx = ref::Tensor::fromValues(s, std::vector<double>(x.begin(), x.end()));
+  const ref::Tensor r = ref::unaryBackward(op, tx, ref::Tensor::fromValues(s, std::vector<double>(dy.begin(), dy.end())));
+  const ref::Tensor slope = ref::unaryBackward(op, tx, ref::Tensor::fromValues(s, std::vector<double>(x.size(), 1.0)));
+  const double units_bound = gradUnitsBound(fn);
+  for (size_t i = 0; i < x.size(); ++i) {
+    bool ok;
+    bool worse = false;
+    if (units_bound > 0) {
+      double units;
+      ok = withinGradUnits(y[i], r.f[i], dy[i], slope.f[i], units_bound, &units);
+      if (units > w->max_units) w->max_units = units, worse = true;
+    } else {
+      int64_t ulps;
+      ok = withinUlps(y[i], r.f[i], gradUlpBound(fn), &ulps);
+      if (ulps > w->max_ulps) w->max_ulps = ulps, worse = true;
+      if (std::fabs(r.f[i]) >= FLT_MIN) w->max_normal_ulps = std::max(w->max_normal_ulps, ulps);
+    }
+    if (worse || (!ok && w->failures == 0)) w->at = x[i], w->dy = dy[i], w->jit = y[i], w->reference = r.f[i];
+    w->failures += !ok;
+  }
+}
+
+// The f32 gradients as the sweep above does the forward fns, over (x, dy)
+// pairs; docs/compiler.md quotes DTL_VMATH_SAMPLES=30000000.
+TEST(CodegenVmath, GradientSweepWithinBounds) {
+  std::printf("vector math: %s\n", hostVectorMath().c_str());
+  bool every_float = false;
+  const int64_t total = samplesPerFn(&every_float);  // every_float: x takes every pattern, dy as usual
+  const int64_t chunk = std::min(total, kChunk);
+  for (UnaryFn fn : kF32Gradients) {
+    Region r(std::string("sweep_grad_") + fnName(fn));
+    int x_in = r.input("x", Shape{{{"i", chunk}}});
+    r.output("dx", r.unaryGrad(fn, x_in, r.input("dy", Shape{{{"i", chunk}}})));
+    std::string error;
+    std::unique_ptr<JitKernel> k = compileX86(r, &error);
+    ASSERT_TRUE(k) << error;
+    std::vector<float> x(static_cast<size_t>(chunk)), dy(static_cast<size_t>(chunk)), y(static_cast<size_t>(chunk));
+    Worst w;
+    for (int64_t c = 0; c * chunk < total; ++c) {
+      fillGradSamples(c, x, dy);
+      if (every_float)
+        for (int64_t i = 0; i < chunk; ++i) x[static_cast<size_t>(i)] = bitsToFloat(static_cast<uint32_t>(c * chunk + i));
+      k->run({x.data(), dy.data()}, {y.data()});
+      checkGradChunk(fn, x, dy, y, &w);
+    }
+    if (gradUnitsBound(fn) > 0)
+      std::printf("  %-10s_grad max %.3g units of u|dy| (bound %.3g)", fnName(fn), w.max_units, gradUnitsBound(fn));
+    else
+      std::printf("  %-10s_grad max %lld ulps (bound %lld; %lld where the result is normal)", fnName(fn),
+                  static_cast<long long>(w.max_ulps), static_cast<long long>(gradUlpBound(fn)),
+                  static_cast<long long>(w.max_normal_ulps));
+    std::printf(" at x = %.9g, dy = %.9g: jit %.9g, reference %.17g; %lld inputs\n", w.at, w.dy, w.jit, w.reference,
+                static_cast<long long>(((total + chunk - 1) / chunk) * chunk));
+    EXPECT_EQ(w.failures, 0) << fnName(fn) << "_grad past its bound, e.g. at x = " << w.at << ", dy = " << w.dy
+                             << ": jit " << w.jit << ", reference " << w.reference;
   }
 }
 

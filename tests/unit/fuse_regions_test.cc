@@ -214,11 +214,14 @@ TEST(FuseRegions, NormsAndGradientKindsFuseIntoOneRegion) {
     EXPECT_TRUE(in(f, fused)) << fused << "\n" << printFusion(r.p, f);
   for (const char* kept : {"softmax", "log_softmax_grad", "tanh_grad"})  // exp, exp, tanh: libm calls
     EXPECT_FALSE(in(f, kept)) << kept << "\n" << printFusion(r.p, f);
-  // --kernels jit's rules: the f32 transcendentals (vector math) fused, the
-  // gradients evaluated with scalar double libm calls not.
+  // --kernels jit's rules: the f32 transcendentals (vector math) fused, and
+  // the gradients computed in f32 over the same calls.
   const Fusion jit = fuseRegions(r.p, r.p.train, program::PlanOptions{}.fuseRules());
-  for (const char* fused : {"softmax", "log_softmax_grad"}) EXPECT_TRUE(in(jit, fused)) << fused << "\n" << printFusion(r.p, jit);
-  EXPECT_FALSE(in(jit, "tanh_grad")) << printFusion(r.p, jit);
+  for (const char* fused : {"softmax", "log_softmax_grad", "tanh_grad"})
+    EXPECT_TRUE(in(jit, fused)) << fused << "\n" << printFusion(r.p, jit);
+  FuseRules no_gradients;
+  no_gradients.libm_gradients = false;
+  EXPECT_FALSE(in(fuseRegions(r.p, r.p.train, no_gradients), "tanh_grad"));
 }
 
 TEST(FuseRegions, ANormOverTwoNamesStaysUnfused) {
