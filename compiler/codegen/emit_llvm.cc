@@ -27,9 +27,9 @@ namespace {
 
 using llvm::Value;
 
-// The least f32 x whose e^x the reference's double exp does not round to 0
-// (ln 2⁻¹⁰⁷⁵ ≈ −745.1332191 lies between it and the next float below).
-constexpr float kLeastPositiveExpArgument = -745.13318f;
+// The f32 range of x where the reference's double e^x is finite and not 0:
+// ln 2⁻¹⁰⁷⁵ ≈ −745.1332191 and ln DBL_MAX ≈ 709.7827129 lie just outside.
+constexpr float kLeastPositiveExpArgument = -745.13318f, kLargestFiniteExpArgument = 709.78265f;
 
 class Emitter {
  public:
@@ -396,21 +396,31 @@ Value* Emitter::derivativeF32(UnaryFn fn, Value* x) {
 }
 
 // dy · e^x with expf as the fast backend, but without its overflow: for
-// |x| ≤ 87 (e^x normal and finite) dy · e^x; beyond, (dy · h) · h with
-// h = e^(x/2), so a dy · e^x that is finite in the reference's double (x up
-// to 177 with a small dy) is finite here too, and one that is normal (x
-// down to −174 with a large dy) keeps its precision. An infinite dy gives
-// ±inf wherever the reference's double e^x is not 0 (x ≥ −745.13318, just
-// above ln 2⁻¹⁰⁷⁵), NaN below as the reference's inf · 0, where h is 0 from
-// x ≈ −208 on.
+// |x| ≤ 87 (e^x normal and finite) dy · e^x; up to |x| ≤ 174, (dy · h) · h
+// with h = e^(x/2); beyond, dy · q · q · q · q with q = e^(x/4) (x/2 and x/4
+// are exact), so a dy · e^x that is finite in the reference's double (x up
+// to 192 with a denormal dy) is finite here too, and one that is normal (x
+// down to −174 with a large dy) keeps its precision. A dy of ±0 or ±inf is
+// the result itself wherever the reference's double e^x is finite and not 0
+// (0 · q and inf · q would be NaN where q is inf, from x ≈ 355, or 0, from
+// x ≈ −416); beyond, NaN as the reference's 0 · inf and inf · 0 (q is inf
+// or 0 there too).
 Value* Emitter::expGrad(Value* x, Value* dy) {
-  Value* near = b_.CreateFCmpOLE(intrinsic(llvm::Intrinsic::fabs, x), flt(87.0));
-  Value* e = math("expf", b_.CreateSelect(near, x, b_.CreateFMul(x, flt(0.5))));
-  Value* scaled = b_.CreateFMul(dy, e);
-  Value* y = b_.CreateSelect(near, scaled, b_.CreateFMul(scaled, e));
-  Value* infinite_dy = b_.CreateFCmpOEQ(intrinsic(llvm::Intrinsic::fabs, dy), flt(std::numeric_limits<double>::infinity()));
-  Value* double_exp_positive = b_.CreateFCmpOGE(x, flt(kLeastPositiveExpArgument));
-  return b_.CreateSelect(b_.CreateAnd(infinite_dy, double_exp_positive), dy, y);
+  Value* abs_x = intrinsic(llvm::Intrinsic::fabs, x);
+  Value* near = b_.CreateFCmpOLE(abs_x, flt(87.0));
+  Value* middle = b_.CreateFCmpOLE(abs_x, flt(174.0));
+  Value* scale = b_.CreateSelect(near, flt(1.0), b_.CreateSelect(middle, flt(0.5), flt(0.25)));
+  Value* e = math("expf", b_.CreateFMul(x, scale));
+  Value* once = b_.CreateFMul(dy, e);
+  Value* twice = b_.CreateFMul(once, e);
+  Value* four = b_.CreateFMul(b_.CreateFMul(twice, e), e);
+  Value* y = b_.CreateSelect(near, once, b_.CreateSelect(middle, twice, four));
+  Value* abs_dy = intrinsic(llvm::Intrinsic::fabs, dy);
+  Value* zero_or_infinite = b_.CreateOr(b_.CreateFCmpOEQ(abs_dy, flt(0.0)),
+                                        b_.CreateFCmpOEQ(abs_dy, flt(std::numeric_limits<double>::infinity())));
+  Value* double_exp_normal = b_.CreateAnd(b_.CreateFCmpOGE(x, flt(kLeastPositiveExpArgument)),
+                                          b_.CreateFCmpOLE(x, flt(kLargestFiniteExpArgument)));
+  return b_.CreateSelect(b_.CreateAnd(zero_or_infinite, double_exp_normal), dy, y);
 }
 
 // f'(x) in double, the reference's `derivative`, operation for operation

@@ -136,13 +136,15 @@ constexpr UnaryFn kF32Gradients[] = {UnaryFn::Exp,  UnaryFn::Tanh, UnaryFn::Sigm
                                      UnaryFn::Silu, UnaryFn::Gelu, UnaryFn::GeluTanh};
 
 // dy for chunk `k`: random bit patterns (every magnitude, NaN, ±inf), ±1 and
-// uniform in [−4, 4], with x's cases of fillSamples in turn against each.
+// uniform in [−4, 4], with x's cases of fillSamples in turn against each,
+// and every fourth group of x uniform in [−420, 200] instead.
 // Chunk 0 starts with every pair of special x and special dy.
 void fillGradSamples(int64_t k, std::vector<float>& x, std::vector<float>& dy) {
   fillSamples(k, x);
   std::mt19937_64 rng(static_cast<uint64_t>(k) * 104729 + 7);
-  std::uniform_real_distribution<float> unit(-4.0f, 4.0f);
+  std::uniform_real_distribution<float> unit(-4.0f, 4.0f), far(-420.0f, 200.0f);
   for (size_t i = 0; i < dy.size(); ++i) {
+    if ((i / 9) % 4 == 3) x[i] = far(rng);  // exp′'s halved and quartered e^x
     switch ((i / 3) % 3) {  // every x case meets every dy case
       case 0: dy[i] = bitsToFloat(static_cast<uint32_t>(rng())); break;
       case 1: dy[i] = rng() % 2 ? 1.0f : -1.0f; break;
@@ -151,13 +153,15 @@ void fillGradSamples(int64_t k, std::vector<float>& x, std::vector<float>& dy) {
   }
   if (k == 0) {
     // exp's: its near/far split at ±87, where e^(x/2) leaves the normals and
-    // reaches 0, and the reference's double e^x underflow (−745.13318 is the
-    // least float where it is not 0); the others' saturation points.
-    const float special_x[] = {NAN,      INFINITY, -INFINITY,   0.0f,        -0.0f,   1e-45f,   -1e-40f,   FLT_MIN,
-                               FLT_MAX,  -FLT_MAX, 87.0f,       87.00001f,   -87.0f,  -87.00001f, 88.72f,  177.0f,
-                               -174.7f,  -175.0f,  -180.0f,     -207.9f,     -208.0f, -745.13318f, -745.13324f, -800.0f,
-                               -1.2785f, -0.7518f, 9.0f,        -9.0f,       17.0f,   -19.0f,   -38.0f,    -5.5f,
-                               7e12f,    -7e12f,   5e19f,       -5e19f,      1e30f,   -1e30f,   2.0f,      -3.0f};
+    // reaches 0 or inf, and the reference's double e^x underflow and overflow
+    // (−745.13318 and 709.78265 are the last floats where it is neither); the
+    // others' saturation points.
+    const float special_x[] = {NAN,       INFINITY,   -INFINITY, 0.0f,     -0.0f,   1e-45f,      -1e-40f,     FLT_MIN,
+                               FLT_MAX,   -FLT_MAX,   87.0f,     87.00001f, -87.0f,  -87.00001f,  88.72f,      177.0f,
+                               177.5f,    709.78265f, 709.78271f, 800.0f,   -174.7f, -175.0f,     -180.0f,     -207.9f,
+                               -208.0f,   -745.13318f, -745.13324f, -800.0f, -1.2785f, -0.7518f,   9.0f,        -9.0f,
+                               17.0f,     -19.0f,     -38.0f,    -5.5f,     7e12f,   -7e12f,      5e19f,       -5e19f,
+                               1e30f,     -1e30f,     2.0f,      -3.0f};
     const float special_dy[] = {NAN,   INFINITY, -INFINITY, 0.0f,   -0.0f, 1e-45f, -1e-40f, FLT_MIN,
                                 FLT_MAX, -FLT_MAX, 1e30f,  1e-30f, 1.0f,  -1.0f,  0.5f,    3e38f};
     size_t i = 0;
