@@ -296,5 +296,44 @@ TEST(CodegenCheck, CatchesAnErrorJustPastEachUnaryBound) {
   }
 }
 
+// The same for the f32 gradients: a value just inside each bound passes, the
+// next float past it is reported.
+TEST(CodegenCheck, CatchesAnErrorJustPastEachGradientBound) {
+  const Values x = {0.3f, -1.7f, 2.5f, -4.0f, 0.75f}, dy = {1.5f, -0.25f, 3.0f, 1e-3f, -2.0f};
+  const Shape s{{{"i", static_cast<int64_t>(x.size())}}};
+  for (UnaryFn fn : kF32Gradients) {
+    Region r(std::string("tamper_grad_") + fnName(fn));
+    int xi = r.input("x", s);
+    r.output("dx", r.unaryGrad(fn, xi, r.input("dy", s)));
+    const ref::Unary op = *ref::parseUnary(fnName(fn));
+    const ref::Tensor tx = ref::Tensor::fromValues(s, std::vector<double>(x.begin(), x.end()));
+    const ref::Tensor want = ref::unaryBackward(op, tx, ref::Tensor::fromValues(s, std::vector<double>(dy.begin(), dy.end())));
+    const ref::Tensor slope = ref::unaryBackward(op, tx, ref::Tensor::fromValues(s, std::vector<double>(x.size(), 1.0)));
+    for (size_t e = 0; e < x.size(); ++e) {
+      float inside = static_cast<float>(want.f[e]), past = inside;
+      if (double bound = gradUnitsBound(fn); bound > 0) {
+        double units = 0;
+        while (withinGradUnits(past, want.f[e], dy[e], slope.f[e], bound, &units))
+          inside = past, past = std::nextafter(past, INFINITY);
+      } else {
+        for (int64_t k = 0; k <= gradUlpBound(fn); ++k) inside = past, past = std::nextafter(past, INFINITY);
+      }
+      for (bool over : {false, true}) {
+        OracleOptions o;
+        o.tamper = [&, e, over, inside = inside, past = past](int id, Values& v) {
+          if (id == 2) v[e] = over ? past : inside;
+        };
+        std::string report;
+        compareWithReference(r, {x, dy}, nullptr, &report, o);
+        const std::string needle = "%2 (" + std::string(fnName(fn)) + "_grad) element " + std::to_string(e);
+        if (over)
+          EXPECT_NE(report.find(needle), std::string::npos) << fnName(fn) << "_grad at " << x[e] << " set to " << past;
+        else
+          EXPECT_EQ(report.find(needle), std::string::npos) << fnName(fn) << "_grad at " << x[e] << ":\n" << report;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dtl::codegen::testing
