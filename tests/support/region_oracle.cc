@@ -283,7 +283,8 @@ double operandUnitsBound(UnaryFn fn) {
 
 // The largest errors measured (CodegenVmath.GradientSweepWithinBounds, docs/
 // compiler.md) over libmvec at 16, 8 and 4 lanes and scalar libm.
-int64_t gradUlpBound(UnaryFn fn) { return fn == UnaryFn::Exp ? 7 : 0; }  // measured 7
+// exp: measured 12 (SSE), where e^(x/4) is used four times (|x| > 174); 7 below.
+int64_t gradUlpBound(UnaryFn fn) { return fn == UnaryFn::Exp ? 12 : 0; }
 
 // Where f' cancels the error peaks: tanh' and sigmoid' where t or s is near
 // ±1 or 1; silu' = s · (1 + x · (1 − s)) where 1 − s is a few u and x ≈ 17
@@ -291,7 +292,7 @@ int64_t gradUlpBound(UnaryFn fn) { return fn == UnaryFn::Exp ? 7 : 0; }  // meas
 // (1 + 0.134 · x²) ≈ 11 multiplies it (x ≈ 5.4).
 double gradUnitsBound(UnaryFn fn) {
   switch (fn) {
-    case UnaryFn::Gelu: return 3.8;       // measured 3.78
+    case UnaryFn::Gelu: return 3.9;       // measured 3.83
     case UnaryFn::GeluTanh: return 22;    // measured 21.5
     case UnaryFn::Silu: return 17.5;      // measured 17.3
     case UnaryFn::Tanh: return 3.3;       // measured 3.21
