@@ -27,6 +27,10 @@ namespace {
 
 using llvm::Value;
 
+// The f32 range of x where the reference's double e^x is finite and not 0:
+// ln 2⁻¹⁰⁷⁵ ≈ −745.1332191 and ln DBL_MAX ≈ 709.7827129 lie just outside.
+constexpr float kLeastPositiveExpArgument = -745.13318f, kLargestFiniteExpArgument = 709.78265f;
+
 class Emitter {
  public:
   Emitter(const Region& r, const KernelPlan& plan, Target target, llvm::Module& m)
@@ -54,14 +58,14 @@ class Emitter {
   Value* value(int id, const Coords& c, Memo& memo);
   Value* reduction(int id, const Coords& c);
   Value* unaryOp(UnaryFn fn, Value* x);
-  Value* math(const char* fn, Value* x);     // float fn(float)
-  Value* mathF64(const char* fn, Value* x);  // double fn(double): the derivatives' reference formulas
-  Value* flt(double v);                      // an f32 constant
+  Value* math(const char* fn, Value* x);  // float fn(float)
+  Value* flt(double v);                   // an f32 constant
   Value* sigmoid(Value* x);
-  Value* sigmoidF64(Value* d);
   Value* silu(Value* x);
   Value* unaryGradOp(UnaryFn fn, Value* x, Value* dy);
   Value* derivative(UnaryFn fn, Value* d);
+  Value* derivativeF32(UnaryFn fn, Value* x);
+  Value* expGrad(Value* x, Value* dy);
   Value* intrinsic(llvm::Intrinsic::ID id, Value* x);
 
   const Region& r_;
@@ -284,24 +288,6 @@ Value* Emitter::math(const char* fn, Value* x) {
 
 Value* Emitter::flt(double v) { return llvm::ConstantFP::get(f32(), v); }
 
-// double fn(double) of libm or libdevice, one scalar call per element: the
-// unary gradients follow the reference's double formulas and round once
-// (FuseRules::libm_gradients keeps them unfused on x86 for that reason).
-Value* Emitter::mathF64(const char* fn, Value* x) {
-  std::string name = target_ == Target::NVPTX ? std::string("__nv_") + fn : std::string(fn);
-  llvm::FunctionCallee callee = m_.getOrInsertFunction(name, llvm::FunctionType::get(f64(), {f64()}, false));
-  if (auto* f = llvm::dyn_cast<llvm::Function>(callee.getCallee()); f && f->isDeclaration()) {
-    f->setDoesNotAccessMemory();  // errno is of no interest here
-    f->setDoesNotThrow();
-    f->setWillReturn();
-  }
-  auto* call = b_.CreateCall(callee, {x});
-  call->setDoesNotAccessMemory();
-  return call;
-}
-
-Value* Emitter::sigmoidF64(Value* d) { return b_.CreateFDiv(dbl(1.0), b_.CreateFAdd(dbl(1.0), mathF64("exp", b_.CreateFNeg(d)))); }
-
 // 1/(1 + e^−x) without overflow: e = exp(−|x|) ≤ 1, then s = 1/(1 + e) for
 // x ≥ 0 and e·s for x < 0, so a very negative x gives e^x (a denormal, as the
 // reference) instead of 1/inf = 0. NaN fails x ≥ 0 and stays NaN through e·s.
@@ -353,46 +339,95 @@ Value* Emitter::unaryOp(UnaryFn fn, Value* x) {
 }
 
 // The reference's unaryBackward (runtime/kernels/reference/elementwise.cc):
-// relu selects; every other fn is dy · f'(x) in double, rounded once.
+// relu selects; gelu gelu_tanh silu tanh sigmoid exp are dy · f'(x) in f32
+// over the same expf/tanhf/erff calls as the forward (vectorised through
+// libmvec on x86, libdevice on NVPTX); the others are dy · f'(x) in double,
+// rounded once (IEEE ops without a call: exact, and they vectorise).
 Value* Emitter::unaryGradOp(UnaryFn fn, Value* x, Value* dy) {
   if (fn == UnaryFn::Relu)  // x ≤ 0 ? 0 : dy, so dy at a NaN x and 0 for any dy at x ≤ 0
     return b_.CreateSelect(b_.CreateFCmpOLE(x, llvm::ConstantFP::get(f32(), 0.0)), llvm::ConstantFP::get(f32(), 0.0), dy);
+  if (fn == UnaryFn::Exp) return expGrad(x, dy);
+  if (gradNeedsLibm(fn)) return b_.CreateFMul(dy, derivativeF32(fn, x));
   Value* d = b_.CreateFPExt(x, f64());
   return b_.CreateFPTrunc(b_.CreateFMul(b_.CreateFPExt(dy, f64()), derivative(fn, d)), f32());
 }
 
-// f'(x) in double, the reference's `derivative`, operation for operation.
-Value* Emitter::derivative(UnaryFn fn, Value* d) {
+// f'(x) in f32, the fast backend's formulas (runtime/kernels/fast/
+// elementwise.cc, unaryGradLoop) operation for operation. Where 1 − t² or
+// 1 − s cancels, f' has an absolute error of a few u, not a relative one:
+// region_oracle.h bounds dy · f'(x) in units of u·|dy|.
+Value* Emitter::derivativeF32(UnaryFn fn, Value* x) {
   auto mul = [&](Value* a, Value* b) { return b_.CreateFMul(a, b); };
   auto add = [&](Value* a, Value* b) { return b_.CreateFAdd(a, b); };
   auto sub = [&](Value* a, Value* b) { return b_.CreateFSub(a, b); };
-  const double kC = 0.044715, kSqrt2OverPi = std::sqrt(2.0 / std::numbers::pi);
+  // fast's sigmoid, 1/(1 + e^−x): 0 below x ≈ −88.7, where the true s is
+  // below the gradient's absolute bound anyway
+  auto sigmoidF32 = [&](Value* v) { return b_.CreateFDiv(flt(1.0), add(flt(1.0), math("expf", b_.CreateFNeg(v)))); };
+  const float kC = 0.044715f, kSqrt2OverPi = static_cast<float>(std::sqrt(2.0 / std::numbers::pi));
   switch (fn) {
-    case UnaryFn::Relu: break;
-    case UnaryFn::Gelu: {  // 0.5 · (1 + erf(x / √2)) + x · exp(−0.5 · x · x) / √(2π)
-      Value* pdf = b_.CreateFDiv(mathF64("exp", mul(mul(dbl(-0.5), d), d)), dbl(std::sqrt(2.0 * std::numbers::pi)));
-      return add(mul(dbl(0.5), add(dbl(1.0), mathF64("erf", b_.CreateFDiv(d, dbl(std::numbers::sqrt2))))), mul(d, pdf));
-    }
+    case UnaryFn::Gelu:  // 0.5 · (1 + erf(x · 1/√2)) + x · 1/√(2π) · e^(−0.5 · x · x)
+      return add(mul(flt(0.5), add(flt(1.0), math("erff", mul(x, flt(1.0 / std::numbers::sqrt2))))),
+                 mul(mul(x, flt(1.0 / std::sqrt(2.0 * std::numbers::pi))), math("expf", mul(mul(flt(-0.5), x), x))));
     case UnaryFn::GeluTanh: {  // 0.5 · (1 + t) + 0.5 · x · (1 − t²) · √(2/π) · (1 + 3 · 0.044715 · x · x)
-      Value* cube = mul(mul(mul(dbl(kC), d), d), d);
-      Value* t = mathF64("tanh", mul(dbl(kSqrt2OverPi), add(d, cube)));
-      Value* slope = add(dbl(1.0), mul(mul(dbl(3.0 * kC), d), d));
-      return add(mul(dbl(0.5), add(dbl(1.0), t)),
-                 mul(mul(mul(mul(dbl(0.5), d), sub(dbl(1.0), mul(t, t))), dbl(kSqrt2OverPi)), slope));
+      Value* t = math("tanhf", mul(flt(kSqrt2OverPi), add(x, mul(mul(mul(flt(kC), x), x), x))));
+      // The slope overflows past |x| ≈ 5e19, where 1 − t² is long 0 (t = ±1
+      // from |x| ≈ 10): |x| capped at 1e4 keeps 0 · slope = 0, not 0 · inf =
+      // NaN (the reference's double slope is finite); NaN stays NaN through t.
+      Value* xc = b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, intrinsic(llvm::Intrinsic::fabs, x), flt(1e4));
+      Value* slope = add(flt(1.0), mul(mul(flt(3.0f * kC), xc), xc));
+      return add(mul(flt(0.5), add(flt(1.0), t)),
+                 mul(mul(mul(mul(flt(0.5), x), sub(flt(1.0), mul(t, t))), flt(kSqrt2OverPi)), slope));
     }
     case UnaryFn::Silu: {  // s · (1 + x · (1 − s))
-      Value* s = sigmoidF64(d);
-      return mul(s, add(dbl(1.0), mul(d, sub(dbl(1.0), s))));
+      Value* s = sigmoidF32(x);
+      return mul(s, add(flt(1.0), mul(x, sub(flt(1.0), s))));
     }
-    case UnaryFn::Tanh: {
-      Value* t = mathF64("tanh", d);
-      return sub(dbl(1.0), mul(t, t));
+    case UnaryFn::Tanh: {  // 1 − t²
+      Value* t = math("tanhf", x);
+      return sub(flt(1.0), mul(t, t));
     }
-    case UnaryFn::Sigmoid: {
-      Value* s = sigmoidF64(d);
-      return mul(s, sub(dbl(1.0), s));
+    case UnaryFn::Sigmoid: {  // s · (1 − s)
+      Value* s = sigmoidF32(x);
+      return mul(s, sub(flt(1.0), s));
     }
-    case UnaryFn::Exp: return mathF64("exp", d);
+    default: break;  // exp: expGrad; the rest: derivative()
+  }
+  return flt(0.0);
+}
+
+// dy · e^x with expf as the fast backend, but without its overflow: for
+// |x| ≤ 87 (e^x normal and finite) dy · e^x; up to |x| ≤ 174, (dy · h) · h
+// with h = e^(x/2); beyond, dy · q · q · q · q with q = e^(x/4) (x/2 and x/4
+// are exact), so a dy · e^x that is finite in the reference's double (x up
+// to 192 with a denormal dy) is finite here too, and one that is normal (x
+// down to −174 with a large dy) keeps its precision. A dy of ±0 or ±inf is
+// the result itself wherever the reference's double e^x is finite and not 0
+// (0 · q and inf · q would be NaN where q is inf, from x ≈ 355, or 0, from
+// x ≈ −416); beyond, NaN as the reference's 0 · inf and inf · 0 (q is inf
+// or 0 there too).
+Value* Emitter::expGrad(Value* x, Value* dy) {
+  Value* abs_x = intrinsic(llvm::Intrinsic::fabs, x);
+  Value* near = b_.CreateFCmpOLE(abs_x, flt(87.0));
+  Value* middle = b_.CreateFCmpOLE(abs_x, flt(174.0));
+  Value* scale = b_.CreateSelect(near, flt(1.0), b_.CreateSelect(middle, flt(0.5), flt(0.25)));
+  Value* e = math("expf", b_.CreateFMul(x, scale));
+  Value* once = b_.CreateFMul(dy, e);
+  Value* twice = b_.CreateFMul(once, e);
+  Value* four = b_.CreateFMul(b_.CreateFMul(twice, e), e);
+  Value* y = b_.CreateSelect(near, once, b_.CreateSelect(middle, twice, four));
+  Value* abs_dy = intrinsic(llvm::Intrinsic::fabs, dy);
+  Value* zero_or_infinite = b_.CreateOr(b_.CreateFCmpOEQ(abs_dy, flt(0.0)),
+                                        b_.CreateFCmpOEQ(abs_dy, flt(std::numeric_limits<double>::infinity())));
+  Value* double_exp_normal = b_.CreateAnd(b_.CreateFCmpOGE(x, flt(kLeastPositiveExpArgument)),
+                                          b_.CreateFCmpOLE(x, flt(kLargestFiniteExpArgument)));
+  return b_.CreateSelect(b_.CreateAnd(zero_or_infinite, double_exp_normal), dy, y);
+}
+
+// f'(x) in double, the reference's `derivative`, operation for operation
+// (log sqrt rsqrt neg abs: no libm call).
+Value* Emitter::derivative(UnaryFn fn, Value* d) {
+  auto mul = [&](Value* a, Value* b) { return b_.CreateFMul(a, b); };
+  switch (fn) {
     case UnaryFn::Log: return b_.CreateFDiv(dbl(1.0), d);
     case UnaryFn::Sqrt: return b_.CreateFDiv(dbl(0.5), intrinsic(llvm::Intrinsic::sqrt, d));
     case UnaryFn::Rsqrt: return b_.CreateFDiv(dbl(-0.5), mul(d, intrinsic(llvm::Intrinsic::sqrt, d)));
@@ -400,6 +435,7 @@ Value* Emitter::derivative(UnaryFn fn, Value* d) {
     case UnaryFn::Abs:  // 1, −1, or 0 (NaN included)
       return b_.CreateSelect(b_.CreateFCmpOGT(d, dbl(0.0)), dbl(1.0),
                              b_.CreateSelect(b_.CreateFCmpOLT(d, dbl(0.0)), dbl(-1.0), dbl(0.0)));
+    default: break;  // relu: a select; the transcendentals: derivativeF32
   }
   return dbl(0.0);
 }

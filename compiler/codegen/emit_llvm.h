@@ -9,8 +9,10 @@
 // f32 expf/logf/tanhf/erff calls, as the fast backend computes them: glibc's
 // libm on x86 (or libmvec's vector variants, vector_math.h), libdevice's
 // __nv_*f on NVPTX; tests/support/region_oracle.cc bounds their error
-// against the reference's double formulas. rsqrt stays a double formula
-// rounded once (no call; it vectorises as it is).
+// against the reference's double formulas. So are the gradients of gelu,
+// gelu_tanh, silu, tanh, sigmoid and exp (the fast backend's f32 formulas
+// over the same calls); the other gradients and rsqrt stay double formulas
+// rounded once (no call; they vectorise as they are).
 #pragma once
 
 #include <memory>

@@ -7,8 +7,8 @@
 //      gives Bool), Reduce sum|mean|max over one name, ReduceTo that removes
 //      one or more names (a sum over each in turn: a bias's gradient over
 //      batch and seq), Softmax and LogSoftmax (region.h's max → sub → exp →
-//      sum → div|log chain), UnaryGrad (region.h's unaryGrad: one node, the
-//      reference's double formula), SoftmaxGrad and LogSoftmaxGrad, Normalize,
+//      sum → div|log chain), UnaryGrad (region.h's unaryGrad: one node, f'
+//      as one formula), SoftmaxGrad and LogSoftmaxGrad, Normalize,
 //      RmsNormalize and their *Grad over one name (region.h's composites, the
 //      reference's formulas in f32 with eps an f32 constant);
 //    - whose operands are f32 (a Bool or i32 value is never read inside a
@@ -17,9 +17,9 @@
 //      dropped), is the node's own shape, names in the same order.
 //    With FuseRules::transcendentals false (not `--kernels jit`'s rule), the
 //    transcendental Unary fns, Softmax, LogSoftmax and LogSoftmaxGrad are not
-//    fusable either; with FuseRules::libm_gradients false (`--kernels jit`'s
-//    rule), neither is the UnaryGrad of a fn whose derivative calls libm
-//    (region.h's gradNeedsLibm). Everything else runs as it does today:
+//    fusable either; with FuseRules::libm_gradients false, neither is the
+//    UnaryGrad of a fn whose derivative calls exp, erf or tanh (region.h's
+//    gradNeedsLibm). `--kernels jit` fuses both. Everything else runs as it does today:
 //    contractions, embeddings, attention, dropout, cross-entropy, MaxGrad and
 //    the other *Grad kinds, collectives, views (Slice, Reshape, LocalSlice,
 //    Result), casts, inputs and parameters; a node of several results

@@ -34,12 +34,12 @@ struct FuseRules {
   // libmvec's vector functions, emit_llvm.h and vector_math.h), so `--kernels
   // jit` fuses them; false leaves them to the backend's own kernels.
   bool transcendentals = true;
-  // The UnaryGrad of gelu, gelu_tanh, silu, tanh, sigmoid and exp: the
-  // generator follows the reference's double formula with a scalar double
-  // libm call per element (emit_llvm.cc, Emitter::derivative), several times
-  // slower than the fast backend's vectorised gradients, so `--kernels jit`
-  // leaves them unfused (PlanOptions::fuse_libm_gradients) until the
-  // generator has vector double math.
+  // The UnaryGrad of gelu, gelu_tanh, silu, tanh, sigmoid and exp, whose
+  // derivative calls exp, erf or tanh. The generator computes them as the
+  // fast backend does (its f32 formulas over the same libmvec calls as the
+  // forward: emit_llvm.cc, Emitter::derivativeF32 and expGrad), so `--kernels
+  // jit` fuses them (PlanOptions::fuse_libm_gradients); false leaves them to
+  // the backend's own kernels.
   bool libm_gradients = true;
 };
 

@@ -96,7 +96,8 @@ class JitKernel {
 };
 
 // Bumped whenever the generator's output for a region changes: part of the cache key.
-inline constexpr int kGeneratorVersion = 3;  // 2: f32 transcendentals, libmvec; 3: a reduction loads an output stored before it
+// 2: f32 transcendentals, libmvec; 3: a reduction loads an output stored before it; 4: f32 gradients of the transcendentals
+inline constexpr int kGeneratorVersion = 4;
 
 // nullptr with *error set when the region is malformed or LLVM fails. With
 // a cache, an object stored under the region's key is loaded instead of

@@ -38,16 +38,20 @@ std::optional<UnaryFn> parseUnaryFn(std::string_view name);
 std::optional<BinaryFn> parseBinaryFn(std::string_view name);
 std::optional<ReduceFn> parseReduceFn(std::string_view name);
 inline bool isComparison(BinaryFn fn) { return fn >= BinaryFn::Eq; }
-// Whether the generator evaluates fn's derivative with a libm call (exp, erf, tanh).
+// Whether fn's derivative calls a transcendental function (exp, erf, tanh):
+// the generator evaluates it in f32 over libm's or libmvec's expf, erff,
+// tanhf (as the fast backend), not in double as the other derivatives.
 bool gradNeedsLibm(UnaryFn fn);
 
 // core/shape.h broadcastByName: the reference kernels' rule.
 std::optional<Shape> broadcastShapes(const Shape& a, const Shape& b);
 
 // UnaryGrad: dy · f'(x), the reference's unaryBackward (relu's a select: 0
-// where x ≤ 0, else dy). One node, not a chain of f32 ops: the reference
-// evaluates the derivative in double (1 − tanh² would cancel in f32), and so
-// does the generator, rounding once. Select: c ? a : b, c a comparison's Bool.
+// where x ≤ 0, else dy). One node, not a chain of region ops: the generator
+// evaluates f' as one formula — the fast backend's f32 one for the fns whose
+// derivative calls exp, erf or tanh (gradNeedsLibm; its error is absolute,
+// in units of u·|dy|, where 1 − tanh² cancels), else the reference's double
+// one, rounded once. Select: c ? a : b, c a comparison's Bool.
 enum class Kind { Input, Const, Unary, Binary, Reduce, UnaryGrad, Select };
 
 struct RegionNode {

@@ -26,9 +26,11 @@ struct PlanOptions {
   // `--kernels jit` fuses the transcendentals (vectorised through libmvec,
   // compiler/codegen/vector_math.h); false leaves them to the fast kernels.
   bool fuse_transcendentals = true;
-  // The gradients whose derivative calls libm stay on the fast kernels
-  // (FuseRules::libm_gradients: scalar double calls in the generator).
-  bool fuse_libm_gradients = false;
+  // The gradients whose derivative calls exp, erf or tanh (gelu gelu_tanh
+  // silu tanh sigmoid exp): the generator computes them in f32 over the same
+  // vector calls (FuseRules::libm_gradients), so `--kernels jit` fuses them;
+  // false leaves them to the fast kernels.
+  bool fuse_libm_gradients = true;
   codegen::FuseRules fuseRules() const {
     codegen::FuseRules r;
     r.transcendentals = fuse_transcendentals;

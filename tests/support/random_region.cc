@@ -172,6 +172,34 @@ RandomCase randomCase(ChoiceStream& s, const std::string& name, int64_t max_poin
   return c;
 }
 
+RandomCase randomGradientCase(uint64_t seed, int64_t max_points) {
+  static const UnaryFn kGradients[] = {UnaryFn::Exp,  UnaryFn::Tanh, UnaryFn::Sigmoid,
+                                       UnaryFn::Silu, UnaryFn::Gelu, UnaryFn::GeluTanh};
+  ChoiceStream s(seed);
+  std::vector<Dim> dims = randomDims(s, max_points);
+  RandomCase c{Region("gradient" + std::to_string(seed)), {}};
+  Region& r = c.region;
+  int x = r.input("in0", randomShape(s, dims));
+  int dy = s.percent(15) ? r.constant(randomConstant(s)) : r.input("in1", randomShape(s, dims));
+  if (s.percent(30)) x = r.unary(s.pick(kAllUnaryFns), x);  // a computed operand
+  // A chain of gradients (a backward pass through stacked activations), each
+  // dy the previous gradient, x now and then another fn of x.
+  int links = 1 + static_cast<int>(s.below(3));
+  for (int k = 0; k < links; ++k) {
+    int xk = s.percent(25) ? r.unary(s.pick(kGradients), x) : x;
+    dy = r.unaryGrad(s.pick(kGradients), xk, dy);
+  }
+  const Shape& ys = r.node(dy).shape;
+  if (ys.rank() > 0 && s.percent(30)) {
+    std::string dim = ys.dims[s.below(ys.rank())].name;  // a copy: the builder grows the node list
+    r.output("extra", dy);
+    dy = r.reduce(ReduceFn::Sum, dy, dim);  // a bias's gradient
+  }
+  r.output("out", dy);
+  for (int id : r.inputs()) c.inputs.push_back(randomInputValues(s, r.node(id).shape.elements().value_or(0)));
+  return c;
+}
+
 RandomCase randomCase(uint64_t seed, int64_t max_points) {
   ChoiceStream s(seed);
   return randomCase(s, "random" + std::to_string(seed), max_points);

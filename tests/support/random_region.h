@@ -43,4 +43,11 @@ RandomCase randomCase(ChoiceStream& choices, const std::string& name, int64_t ma
 RandomCase randomCase(uint64_t seed, int64_t max_points = kMaxRandomPoints);
 RandomCase randomCaseFromBytes(const uint8_t* data, size_t size, int64_t max_points = kMaxRandomPoints);
 
+// The gradients the generator computes in f32 (exp tanh sigmoid silu gelu
+// gelu_tanh), more densely than randomCase: x and dy over random dims (dy
+// broadcast, or a constant), x now and then an op's result, 1–3 gradients
+// chained as a backward pass does, now and then summed along a dim; inputs
+// as randomCase's.
+RandomCase randomGradientCase(uint64_t seed, int64_t max_points = kMaxRandomPoints);
+
 }  // namespace dtl::codegen::testing

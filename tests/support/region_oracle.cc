@@ -137,6 +137,13 @@ ref::Tensor checkNode(const Region& r, int id, const Values& y, const std::vecto
     for (double& v : finite_abs.f) v = std::isfinite(v) ? v : 0.0;
     abs_sum = ref::reduceSum(finite_abs, {n.dim});
   }
+  ref::Tensor dy, slope;  // a gradient bounded in units of u·|dy|: dy and f'(x) at each element
+  if (n.kind == Kind::UnaryGrad && gradUnitsBound(n.unary) > 0) {
+    dy = ref::alignTo(at[static_cast<size_t>(n.b)], n.shape);
+    ref::Tensor ones = ref::Tensor::zeros(n.shape);
+    for (double& v : ones.f) v = 1.0;
+    slope = ref::unaryBackward(*ref::parseUnary(fnName(n.unary)), ref::alignTo(at[static_cast<size_t>(n.a)], n.shape), ones);
+  }
   for (size_t e = 0; e < y.size(); ++e) {
     bool ok = true;
     std::string why;
@@ -151,6 +158,13 @@ ref::Tensor checkNode(const Region& r, int id, const Values& y, const std::vecto
         double& worst = stats->max_bound_ratio[op];
         worst = std::max(worst, ratio);
         why = " (Σ|x| = " + floatText(abs_sum.f[e]) + ", n = " + std::to_string(extentOf(r, id)) + ")";
+      } else if (double grad_bound = n.kind == Kind::UnaryGrad ? gradUnitsBound(n.unary) : 0; grad_bound > 0) {
+        double units;
+        ok = withinGradUnits(y[e], r_e, static_cast<float>(dy.f[e]), slope.f[e], grad_bound, &units);
+        double& worst = stats->max_dy_units[op];
+        worst = std::max(worst, units);
+        why = " (dy " + floatText(dy.f[e]) + ", f' " + floatText(slope.f[e]) + ": " + floatText(units) +
+              " units of u·|dy|, bound " + floatText(grad_bound) + ")";
       } else if (double units_bound = n.kind == Kind::Unary ? operandUnitsBound(n.unary) : 0; units_bound > 0) {
         double units;
         ok = withinOperandUnits(y[e], r_e, static_cast<float>(at[static_cast<size_t>(n.a)].f[e]), units_bound, &units);
@@ -197,6 +211,25 @@ bool withinOperandUnits(float y, double r, float x, double bound, double* units)
   if (std::isinf(r)) return y == static_cast<float>(r);
   if (!std::isfinite(y)) return false;
   *units = std::fabs(static_cast<double>(y) - r) / (kU * std::fabs(static_cast<double>(x)) + 0x1p-149);
+  return *units <= bound;
+}
+
+// A gradient: see gradUnitsBound in the header. *units: |y − r| / (u·|dy| + 2⁻¹⁴⁹).
+bool withinGradUnits(float y, double r, float dy, double slope, double bound, double* units) {
+  *units = 0;
+  const double scale = kU * std::fabs(static_cast<double>(dy)) + 0x1p-149;
+  if (std::isnan(r)) return std::isnan(y);
+  if (std::isinf(r)) {  // an infinite dy (the slope is finite): inf · s̃, NaN where s̃ may be 0
+    if (y == static_cast<float>(r)) return true;
+    return !std::isfinite(y) && std::fabs(slope) <= bound * kU;
+  }
+  if (std::isnan(y)) return false;
+  if (std::isinf(y)) {  // an overflow: r must be within the bound of where f32 rounds to inf
+    constexpr double kOverflow = 0x1p128 - 0x1p103;  // FLT_MAX + half an ulp
+    *units = std::max(0.0, kOverflow - std::fabs(r)) / scale;
+    return (y > 0) == (r > 0) && *units <= bound;
+  }
+  *units = std::fabs(static_cast<double>(y) - r) / scale;
   return *units <= bound;
 }
 
@@ -248,7 +281,25 @@ double operandUnitsBound(UnaryFn fn) {
   }
 }
 
-int64_t gradUlpBound(UnaryFn fn) { return gradNeedsLibm(fn) ? 1 : 0; }
+// The largest errors measured (CodegenVmath.GradientSweepWithinBounds, docs/
+// compiler.md) over libmvec at 16, 8 and 4 lanes and scalar libm.
+// exp: measured 12 (SSE), where e^(x/4) is used four times (|x| > 174); 7 below.
+int64_t gradUlpBound(UnaryFn fn) { return fn == UnaryFn::Exp ? 12 : 0; }
+
+// Where f' cancels the error peaks: tanh' and sigmoid' where t or s is near
+// ±1 or 1; silu' = s · (1 + x · (1 − s)) where 1 − s is a few u and x ≈ 17
+// multiplies its error; gelu_tanh' where 1 − t² is and 0.5 · x · √(2/π) ·
+// (1 + 0.134 · x²) ≈ 11 multiplies it (x ≈ 5.4).
+double gradUnitsBound(UnaryFn fn) {
+  switch (fn) {
+    case UnaryFn::Gelu: return 3.9;       // measured 3.83
+    case UnaryFn::GeluTanh: return 22;    // measured 21.5
+    case UnaryFn::Silu: return 17.5;      // measured 17.3
+    case UnaryFn::Tanh: return 3.3;       // measured 3.21
+    case UnaryFn::Sigmoid: return 1.6;    // measured 1.50
+    default: return 0;
+  }
+}
 
 int64_t ulpDistance(float a, float b) {
   auto key = [](float f) {
@@ -402,6 +453,10 @@ std::string formatStats(const Stats& s) {
   }
   for (const auto& [op, units] : s.max_operand_units) {
     std::snprintf(line, sizeof line, "  %-10s max |err| / (u|x| + 2^-149) = %.3g\n", op.c_str(), units);
+    out += line;
+  }
+  for (const auto& [op, units] : s.max_dy_units) {
+    std::snprintf(line, sizeof line, "  %-10s max |err| / (u|dy| + 2^-149) = %.3g\n", op.c_str(), units);
     out += line;
   }
   for (const auto& [op, ratio] : s.max_bound_ratio) {

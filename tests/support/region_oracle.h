@@ -19,7 +19,8 @@
 // |y − s| ≤ γₙ·Σ|xᵢ| (γₙ = n·u/(1 − n·u), u = 2⁻²⁴), mean: that over n plus
 // its last rounding, and either may be ±inf or NaN where the finite terms'
 // Σ|xᵢ| reaches FLT_MAX (an f32 partial sum overflows; the double reference
-// does not); max, comparisons and select: exact; a UnaryGrad: gradUlpBound.
+// does not); max, comparisons and select: exact; a UnaryGrad: gradUlpBound,
+// or gradUnitsBound (below) for the gradients whose f' cancels in f32.
 #pragma once
 
 #include <cstdint>
@@ -38,9 +39,22 @@ using Values = std::vector<float>;
 // the measured worst error of what the generator emits (docs/compiler.md).
 int64_t ulpBound(UnaryFn fn);
 inline int64_t ulpBound(BinaryFn) { return 0; }
-// A UnaryGrad's: the reference's double formula rounded once, so 0 unless it
-// calls libm (exp, erf, tanh: 1, as the forward transcendentals).
+// A UnaryGrad's: 0 for the reference's double formula rounded once (relu
+// neg abs log sqrt rsqrt); exp's dy · e^x in f32 (emit_llvm.cc, expGrad):
+// the measured worst; 0 for the fns gradUnitsBound bounds.
 int64_t gradUlpBound(UnaryFn fn);
+
+// gelu, gelu_tanh, silu, tanh and sigmoid: the generator computes f'(x) in
+// f32 (the fast backend's formulas), where 1 − t², 1 − s or 1 + erf cancel:
+// f' has an absolute error of a few u, so dy · f'(x) has one of a few u·|dy|
+// while its ulps grow without bound where f' is tiny (tanh' at x = 9: 1 − t²
+// is 0 in f32, 6e-8 in double). The bound: y = dy · s̃ with
+// |dy · s̃ − r| ≤ gradUnitsBound(fn) · (u·|dy| + 2⁻¹⁴⁹), the result's rounding
+// included; so with an infinite dy, NaN or either inf where the reference's
+// slope f'(x) is within bound·u of 0 (the f32 slope may be 0 there:
+// inf · 0), else the reference's inf exactly; an overflow to ±inf where
+// |r| is within the bound of FLT_MAX's rounding threshold. 0 for the other fns.
+double gradUnitsBound(UnaryFn fn);
 
 // gelu and gelu_tanh are x·Φ(x) with Φ ∈ [0, 1] computed in f32 to an
 // absolute error (the fast backend's formulas, as the generator's): where
@@ -58,6 +72,8 @@ int64_t ulpDistance(float a, float b);
 bool withinUlps(float y, double reference, int64_t bound, int64_t* ulps);
 bool withinOperandUnits(float y, double reference, float x, double bound, double* units);
 bool withinSumBound(float y, double reference, double finite_abs_sum, int64_t n, bool mean, double* ratio);
+// slope: the reference's f'(x) (its dy · f'(x) at dy = 1).
+bool withinGradUnits(float y, double reference, float dy, double slope, double bound, double* units);
 
 // The largest error seen per op over everything checked: ulps for
 // elementwise ops, err / bound for sum and mean.
@@ -65,6 +81,7 @@ struct Stats {
   std::map<std::string, int64_t> max_ulps;
   std::map<std::string, double> max_bound_ratio;
   std::map<std::string, double> max_operand_units;  // gelu, gelu_tanh: |err| / (u·|x| + 2⁻¹⁴⁹)
+  std::map<std::string, double> max_dy_units;       // their gradients, silu's, tanh's, sigmoid's: |err| / (u·|dy| + 2⁻¹⁴⁹)
   int64_t values = 0;     // values compared
   int64_t nonfinite = 0;  // of which the reference was NaN or ±inf
   double compile_ms = 0;  // summed over every kernel compiled

@@ -56,6 +56,26 @@ TEST(CodegenDiff, Seeds201To300) { checkSeeds(201, 100); }
 TEST(CodegenDiff, Seeds301To400) { checkSeeds(301, 100); }
 TEST(CodegenDiff, Seeds401To500) { checkSeeds(401, 100); }
 
+// The f32 gradients of the transcendentals (randomGradientCase): 300 regions.
+TEST(CodegenDiff, TranscendentalGradientSeeds) {
+  Stats stats;
+  std::map<std::string, int> grads;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    RandomCase c = randomGradientCase(seed);
+    EXPECT_EQ(c.region.validate(), "") << seed;
+    for (const RegionNode& n : c.region.nodes())
+      if (n.kind == Kind::UnaryGrad) grads[fnName(n.unary)]++;
+    std::string report;
+    compareWithReference(c.region, c.inputs, &stats, &report);
+    if (!report.empty()) {
+      ADD_FAILURE() << "gradient seed " << seed << "\n" << report;
+      return;
+    }
+  }
+  for (const char* fn : {"exp", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh"}) EXPECT_GE(grads[fn], 50) << fn;
+  std::printf("300 gradient regions:\n%s", formatStats(stats).c_str());
+}
+
 TEST(CodegenDiff, SeedsFromTheEnvironment) {
   uint64_t cases = envNumber("DTL_CODEGEN_DIFF_CASES", 0);
   if (cases == 0) GTEST_SKIP() << "set DTL_CODEGEN_DIFF_CASES (and DTL_CODEGEN_DIFF_SEED, default 1) for a longer hunt";

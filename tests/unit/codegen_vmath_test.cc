@@ -61,7 +61,7 @@ struct Worst {
   int64_t max_ulps = 0;
   int64_t max_normal_ulps = 0;  // where the reference is a normal f32 (not a denormal)
   double max_units = 0;
-  float at = 0, jit = 0;
+  float at = 0, dy = 0, jit = 0;
   double reference = 0;
 };
 
@@ -131,23 +131,131 @@ TEST(CodegenVmath, SweepWithinBounds) {
   }
 }
 
+// The gradients the generator computes in f32 (emit_llvm.cc, derivativeF32 and expGrad).
+constexpr UnaryFn kF32Gradients[] = {UnaryFn::Exp,  UnaryFn::Tanh, UnaryFn::Sigmoid,
+                                     UnaryFn::Silu, UnaryFn::Gelu, UnaryFn::GeluTanh};
+
+// dy for chunk `k`: random bit patterns (every magnitude, NaN, ±inf), ±1 and
+// uniform in [−4, 4], with x's cases of fillSamples in turn against each,
+// and every fourth group of x uniform in [−420, 200] instead.
+// Chunk 0 starts with every pair of special x and special dy.
+void fillGradSamples(int64_t k, std::vector<float>& x, std::vector<float>& dy) {
+  fillSamples(k, x);
+  std::mt19937_64 rng(static_cast<uint64_t>(k) * 104729 + 7);
+  std::uniform_real_distribution<float> unit(-4.0f, 4.0f), far(-420.0f, 200.0f);
+  for (size_t i = 0; i < dy.size(); ++i) {
+    if ((i / 9) % 4 == 3) x[i] = far(rng);  // exp′'s halved and quartered e^x
+    switch ((i / 3) % 3) {  // every x case meets every dy case
+      case 0: dy[i] = bitsToFloat(static_cast<uint32_t>(rng())); break;
+      case 1: dy[i] = rng() % 2 ? 1.0f : -1.0f; break;
+      default: dy[i] = unit(rng); break;
+    }
+  }
+  if (k == 0) {
+    // exp's: its near/far split at ±87, where e^(x/2) leaves the normals and
+    // reaches 0 or inf, and the reference's double e^x underflow and overflow
+    // (−745.13318 and 709.78265 are the last floats where it is neither); the
+    // others' saturation points.
+    const float special_x[] = {NAN,       INFINITY,   -INFINITY, 0.0f,     -0.0f,   1e-45f,      -1e-40f,     FLT_MIN,
+                               FLT_MAX,   -FLT_MAX,   87.0f,     87.00001f, -87.0f,  -87.00001f,  88.72f,      177.0f,
+                               177.5f,    709.78265f, 709.78271f, 800.0f,   -174.7f, -175.0f,     -180.0f,     -207.9f,
+                               -208.0f,   -745.13318f, -745.13324f, -800.0f, -1.2785f, -0.7518f,   9.0f,        -9.0f,
+                               17.0f,     -19.0f,     -38.0f,    -5.5f,     7e12f,   -7e12f,      5e19f,       -5e19f,
+                               1e30f,     -1e30f,     2.0f,      -3.0f};
+    const float special_dy[] = {NAN,   INFINITY, -INFINITY, 0.0f,   -0.0f, 1e-45f, -1e-40f, FLT_MIN,
+                                FLT_MAX, -FLT_MAX, 1e30f,  1e-30f, 1.0f,  -1.0f,  0.5f,    3e38f};
+    size_t i = 0;
+    for (float a : special_x)
+      for (float b : special_dy) x[i] = a, dy[i] = b, ++i;
+  }
+}
+
+// y = dy · f'(x) element by element against the reference's double formula.
+void checkGradChunk(UnaryFn fn, const std::vector<float>& x, const std::vector<float>& dy, const std::vector<float>& y,
+                    Worst* w) {
+  const Shape s{{{"i", static_cast<int64_t>(x.size())}}};
+  const ref::Unary op = *ref::parseUnary(fnName(fn));
+  const ref::Tensor tx = ref::Tensor::fromValues(s, std::vector<double>(x.begin(), x.end()));
+  const ref::Tensor r = ref::unaryBackward(op, tx, ref::Tensor::fromValues(s, std::vector<double>(dy.begin(), dy.end())));
+  const ref::Tensor slope = ref::unaryBackward(op, tx, ref::Tensor::fromValues(s, std::vector<double>(x.size(), 1.0)));
+  const double units_bound = gradUnitsBound(fn);
+  for (size_t i = 0; i < x.size(); ++i) {
+    bool ok;
+    bool worse = false;
+    if (units_bound > 0) {
+      double units;
+      ok = withinGradUnits(y[i], r.f[i], dy[i], slope.f[i], units_bound, &units);
+      if (units > w->max_units) w->max_units = units, worse = true;
+    } else {
+      int64_t ulps;
+      ok = withinUlps(y[i], r.f[i], gradUlpBound(fn), &ulps);
+      if (ulps > w->max_ulps) w->max_ulps = ulps, worse = true;
+      if (std::fabs(r.f[i]) >= FLT_MIN) w->max_normal_ulps = std::max(w->max_normal_ulps, ulps);
+    }
+    if (worse || (!ok && w->failures == 0)) w->at = x[i], w->dy = dy[i], w->jit = y[i], w->reference = r.f[i];
+    w->failures += !ok;
+  }
+}
+
+// The f32 gradients as the sweep above does the forward fns, over (x, dy)
+// pairs; docs/compiler.md quotes DTL_VMATH_SAMPLES=30000000.
+TEST(CodegenVmath, GradientSweepWithinBounds) {
+  std::printf("vector math: %s\n", hostVectorMath().c_str());
+  bool every_float = false;
+  const int64_t total = samplesPerFn(&every_float);  // every_float: x takes every pattern, dy as usual
+  const int64_t chunk = std::min(total, kChunk);
+  for (UnaryFn fn : kF32Gradients) {
+    Region r(std::string("sweep_grad_") + fnName(fn));
+    int x_in = r.input("x", Shape{{{"i", chunk}}});
+    r.output("dx", r.unaryGrad(fn, x_in, r.input("dy", Shape{{{"i", chunk}}})));
+    std::string error;
+    std::unique_ptr<JitKernel> k = compileX86(r, &error);
+    ASSERT_TRUE(k) << error;
+    std::vector<float> x(static_cast<size_t>(chunk)), dy(static_cast<size_t>(chunk)), y(static_cast<size_t>(chunk));
+    Worst w;
+    for (int64_t c = 0; c * chunk < total; ++c) {
+      fillGradSamples(c, x, dy);
+      if (every_float)
+        for (int64_t i = 0; i < chunk; ++i) x[static_cast<size_t>(i)] = bitsToFloat(static_cast<uint32_t>(c * chunk + i));
+      k->run({x.data(), dy.data()}, {y.data()});
+      checkGradChunk(fn, x, dy, y, &w);
+    }
+    if (gradUnitsBound(fn) > 0)
+      std::printf("  %-10s_grad max %.3g units of u|dy| (bound %.3g)", fnName(fn), w.max_units, gradUnitsBound(fn));
+    else
+      std::printf("  %-10s_grad max %lld ulps (bound %lld; %lld where the result is normal)", fnName(fn),
+                  static_cast<long long>(w.max_ulps), static_cast<long long>(gradUlpBound(fn)),
+                  static_cast<long long>(w.max_normal_ulps));
+    std::printf(" at x = %.9g, dy = %.9g: jit %.9g, reference %.17g; %lld inputs\n", w.at, w.dy, w.jit, w.reference,
+                static_cast<long long>(((total + chunk - 1) / chunk) * chunk));
+    EXPECT_EQ(w.failures, 0) << fnName(fn) << "_grad past its bound, e.g. at x = " << w.at << ", dy = " << w.dy
+                             << ": jit " << w.jit << ", reference " << w.reference;
+  }
+}
+
 // The loop calls the vector variant of the host's width (or, without
-// libmvec, plain libm), and the shim that computes the remainder is there.
+// libmvec, plain libm), and the shim that computes the remainder is there;
+// so do the gradients computed in f32.
 TEST(CodegenVmath, LoopsCallTheHostsVectorVariant) {
   const std::string vm = hostVectorMath();
+  const Shape s{{{"rows", 5}, {"i", 1003}}};
   for (UnaryFn fn : {UnaryFn::Exp, UnaryFn::Log, UnaryFn::Tanh, UnaryFn::Gelu}) {
-    Region r(std::string("vector_") + fnName(fn));
-    r.output("y", r.unary(fn, r.input("x", Shape{{{"rows", 5}, {"i", 1003}}})));
-    const std::string ir = x86Ir(r, /*optimised=*/true);
-    const std::string name = fn == UnaryFn::Gelu ? "erff" : std::string(fnName(fn)) + "f";
-    if (vm.rfind("libmvec ", 0) == 0) {
-      const std::string prefix = vm.substr(8, vm.find(' ', 8) - 8);  // "_ZGVeN16v_"
-      const std::string lanes = prefix.substr(6, prefix.size() - 8);  // "16"
-      EXPECT_NE(ir.find("call <" + lanes + " x float> @" + prefix + name + "("), std::string::npos) << vm << "\n" << ir;
-      EXPECT_NE(ir.find("@dtl_vm_" + name + "("), std::string::npos) << "the remainder's shim\n" << ir;
-    } else {
-      EXPECT_NE(ir.find("@" + name + "("), std::string::npos) << vm << "\n" << ir;
-      EXPECT_EQ(ir.find("_ZGV"), std::string::npos) << vm << "\n" << ir;
+    for (bool grad : {false, true}) {
+      if (grad && fn == UnaryFn::Log) continue;  // 1/x in double: no call
+      Region r(std::string(grad ? "vector_grad_" : "vector_") + fnName(fn));
+      int x = r.input("x", s);
+      r.output("y", grad ? r.unaryGrad(fn, x, r.input("dy", s)) : r.unary(fn, x));
+      const std::string ir = x86Ir(r, /*optimised=*/true);
+      const std::string name = fn == UnaryFn::Gelu ? "erff" : std::string(fnName(fn)) + "f";
+      if (vm.rfind("libmvec ", 0) == 0) {
+        const std::string prefix = vm.substr(8, vm.find(' ', 8) - 8);  // "_ZGVeN16v_"
+        const std::string lanes = prefix.substr(6, prefix.size() - 8);  // "16"
+        EXPECT_NE(ir.find("call <" + lanes + " x float> @" + prefix + name + "("), std::string::npos) << vm << "\n" << ir;
+        EXPECT_NE(ir.find("@dtl_vm_" + name + "("), std::string::npos) << "the remainder's shim\n" << ir;
+      } else {
+        EXPECT_NE(ir.find("@" + name + "("), std::string::npos) << vm << "\n" << ir;
+        EXPECT_EQ(ir.find("_ZGV"), std::string::npos) << vm << "\n" << ir;
+      }
     }
   }
 }
@@ -189,6 +297,45 @@ TEST(CodegenCheck, CatchesAnErrorJustPastEachUnaryBound) {
           EXPECT_NE(report.find(needle), std::string::npos) << fnName(fn) << " at " << x[e] << " set to " << past;
         else
           EXPECT_EQ(report.find(needle), std::string::npos) << fnName(fn) << " at " << x[e] << ":\n" << report;
+      }
+    }
+  }
+}
+
+// The same for the f32 gradients: a value just inside each bound passes, the
+// next float past it is reported.
+TEST(CodegenCheck, CatchesAnErrorJustPastEachGradientBound) {
+  const Values x = {0.3f, -1.7f, 2.5f, -4.0f, 0.75f}, dy = {1.5f, -0.25f, 3.0f, 1e-3f, -2.0f};
+  const Shape s{{{"i", static_cast<int64_t>(x.size())}}};
+  for (UnaryFn fn : kF32Gradients) {
+    Region r(std::string("tamper_grad_") + fnName(fn));
+    int xi = r.input("x", s);
+    r.output("dx", r.unaryGrad(fn, xi, r.input("dy", s)));
+    const ref::Unary op = *ref::parseUnary(fnName(fn));
+    const ref::Tensor tx = ref::Tensor::fromValues(s, std::vector<double>(x.begin(), x.end()));
+    const ref::Tensor want = ref::unaryBackward(op, tx, ref::Tensor::fromValues(s, std::vector<double>(dy.begin(), dy.end())));
+    const ref::Tensor slope = ref::unaryBackward(op, tx, ref::Tensor::fromValues(s, std::vector<double>(x.size(), 1.0)));
+    for (size_t e = 0; e < x.size(); ++e) {
+      float inside = static_cast<float>(want.f[e]), past = inside;
+      if (double bound = gradUnitsBound(fn); bound > 0) {
+        double units = 0;
+        while (withinGradUnits(past, want.f[e], dy[e], slope.f[e], bound, &units))
+          inside = past, past = std::nextafter(past, INFINITY);
+      } else {
+        for (int64_t k = 0; k <= gradUlpBound(fn); ++k) inside = past, past = std::nextafter(past, INFINITY);
+      }
+      for (bool over : {false, true}) {
+        OracleOptions o;
+        o.tamper = [&, e, over, inside = inside, past = past](int id, Values& v) {
+          if (id == 2) v[e] = over ? past : inside;
+        };
+        std::string report;
+        compareWithReference(r, {x, dy}, nullptr, &report, o);
+        const std::string needle = "%2 (" + std::string(fnName(fn)) + "_grad) element " + std::to_string(e);
+        if (over)
+          EXPECT_NE(report.find(needle), std::string::npos) << fnName(fn) << "_grad at " << x[e] << " set to " << past;
+        else
+          EXPECT_EQ(report.find(needle), std::string::npos) << fnName(fn) << "_grad at " << x[e] << ":\n" << report;
       }
     }
   }

@@ -214,11 +214,14 @@ TEST(FuseRegions, NormsAndGradientKindsFuseIntoOneRegion) {
     EXPECT_TRUE(in(f, fused)) << fused << "\n" << printFusion(r.p, f);
   for (const char* kept : {"softmax", "log_softmax_grad", "tanh_grad"})  // exp, exp, tanh: libm calls
     EXPECT_FALSE(in(f, kept)) << kept << "\n" << printFusion(r.p, f);
-  // --kernels jit's rules: the f32 transcendentals (vector math) fused, the
-  // gradients evaluated with scalar double libm calls not.
+  // --kernels jit's rules: the f32 transcendentals (vector math) fused, and
+  // the gradients computed in f32 over the same calls.
   const Fusion jit = fuseRegions(r.p, r.p.train, program::PlanOptions{}.fuseRules());
-  for (const char* fused : {"softmax", "log_softmax_grad"}) EXPECT_TRUE(in(jit, fused)) << fused << "\n" << printFusion(r.p, jit);
-  EXPECT_FALSE(in(jit, "tanh_grad")) << printFusion(r.p, jit);
+  for (const char* fused : {"softmax", "log_softmax_grad", "tanh_grad"})
+    EXPECT_TRUE(in(jit, fused)) << fused << "\n" << printFusion(r.p, jit);
+  FuseRules no_gradients;
+  no_gradients.libm_gradients = false;
+  EXPECT_FALSE(in(fuseRegions(r.p, r.p.train, no_gradients), "tanh_grad"));
 }
 
 TEST(FuseRegions, ANormOverTwoNamesStaysUnfused) {
@@ -373,17 +376,17 @@ TEST(FuseRegions, EmitFusedPrintsRegions) {
   EXPECT_EQ(rc, 0) << err;
   EXPECT_NE(out.find("region0: "), std::string::npos) << out;
   EXPECT_NE(out.find(" regions fusing "), std::string::npos) << out;
-  // --kernels jit: the regions it runs, so no gelu or its gradient (a libm call per element)
+  // --kernels jit: the regions it runs, by the full rules: gelu and its
+  // gradient fused (f32 through libmvec)
   const std::string gpt = std::string(DTL_SOURCE_DIR) + "/samples/char_gpt.dtl";
   out.clear();
   ASSERT_EQ(cli::runCli({"check", gpt, "--emit=fused", "--world", "1"}, out, err), 0) << err;
   EXPECT_NE(out.find(" gelu_grad %"), std::string::npos) << out;
+  EXPECT_NE(out.find(" gelu %"), std::string::npos) << out;
   EXPECT_NE(out.find(" normalize_grad"), std::string::npos) << out;
-  out.clear();
-  ASSERT_EQ(cli::runCli({"check", gpt, "--emit=fused", "--world", "1", "--kernels", "jit"}, out, err), 0) << err;
-  EXPECT_EQ(out.find(" gelu_grad"), std::string::npos) << out;
-  EXPECT_NE(out.find(" gelu %"), std::string::npos) << out;  // f32 through libmvec: fused
-  EXPECT_NE(out.find(" normalize_grad"), std::string::npos) << out;
+  std::string jit;
+  ASSERT_EQ(cli::runCli({"check", gpt, "--emit=fused", "--world", "1", "--kernels", "jit"}, jit, err), 0) << err;
+  EXPECT_EQ(jit, out);
 #ifndef DTL_HAVE_CODEGEN
   EXPECT_EQ(cli::runCli({"check", std::string(DTL_SOURCE_DIR) + "/samples/synthetic_mlp.dtl", "--emit=ptx", "--world", "1"}, out, err), 2);
   EXPECT_NE(err.find("built without it"), std::string::npos) << err;

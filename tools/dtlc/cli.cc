@@ -117,11 +117,9 @@ int emitLayout(const driver::Frontend& fe, const std::string& emit, bool fuse, s
     return 0;
   }
   // The regions as the planner cuts them (parameters and their views run
-  // first), by the rules `--kernels` runs: jit leaves the gradients that
-  // call libm out; without it, the generator's full rules.
+  // first), by the rules `--kernels jit` runs: the generator's full rules.
   program::PlanOptions o;
   o.fuse = true;
-  if (!fuse) o.fuse_transcendentals = o.fuse_libm_gradients = true;
   prog::Program p = program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0), o);
   codegen::Fusion f = codegen::plannedFusion(p);
   if (emit == "fused") {
