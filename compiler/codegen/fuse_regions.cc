@@ -87,6 +87,8 @@ class Fuser {
       const prog::Instr& in = instrs[i];
       if (in.kind == prog::Instr::Run) {
         ready_[static_cast<size_t>(in.id)] = run_at_[static_cast<size_t>(in.id)] = static_cast<int>(i);
+        for (const ir::PostOp& o : p_[in.id].epilogue)  // a contraction's epilogue: ready with it, never fused
+          ready_[static_cast<size_t>(o.node)] = static_cast<int>(i);
       } else if (in.kind == prog::Instr::Wait) {
         for (int m : p_.groups[static_cast<size_t>(in.id)].members) ready_[static_cast<size_t>(m)] = static_cast<int>(i);
       }

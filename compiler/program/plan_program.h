@@ -29,10 +29,17 @@ struct PlanOptions {
   // The gradients whose derivative calls libm stay on the fast kernels
   // (FuseRules::libm_gradients: scalar double calls in the generator).
   bool fuse_libm_gradients = false;
+  // A Linear's bias add runs as its contraction's epilogue
+  // (compiler/codegen/fold_epilogues.h: oneDNN matmul post-ops), and these
+  // activations after it (none on x86: FuseRules::epilogues).
+  bool fuse_epilogues = true;
+  std::vector<codegen::UnaryFn> epilogue_activations;
   codegen::FuseRules fuseRules() const {
     codegen::FuseRules r;
     r.transcendentals = fuse_transcendentals;
     r.libm_gradients = fuse_libm_gradients;
+    r.epilogues.bias = fuse_epilogues;
+    r.epilogues.activations = epilogue_activations;
     return r;
   }
 };
