@@ -45,6 +45,11 @@
 // 4. A member is a region output when a node outside the region reads it,
 //    the caller reads it, or nothing reads it; a value from outside is a
 //    region input. A region of one node is still a kernel.
+// 0. Before these, the planner hands a Linear's bias add (and, where the
+//    target's GEMM computes it as we do, the activation after it) to its
+//    contraction as an epilogue (fold_epilogues.cc, FuseRules::epilogues):
+//    those nodes run no instruction, are ready where the contraction runs,
+//    and are never fused; a region reads the epilogue's result as an input.
 #include "compiler/codegen/fuse_regions.h"
 
 #include <algorithm>
