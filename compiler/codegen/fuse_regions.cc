@@ -516,6 +516,24 @@ std::string printFusion(const prog::Program& p, const Fusion& f) {
   for (const FusedRegion& r : f.regions) fused += r.nodes.size();
   std::string out = "# " + std::to_string(f.regions.size()) + " regions fusing " + std::to_string(fused) + " of " +
                     std::to_string(p.nodes.size()) + " program nodes; the rest run unfused\n";
+  // The contractions that run nodes as their epilogue (fold_epilogues.h): those nodes are in no region.
+  std::string epilogues;
+  int contractions = 0;
+  for (const Node& n : p.nodes) {
+    if (n.epilogue.empty()) continue;
+    ++contractions;
+    epilogues += (epilogues.empty() ? " %" : ", %") + std::to_string(n.id) + " (";
+    for (size_t k = 0; k < n.epilogue.size(); ++k) {
+      const ir::PostOp& o = n.epilogue[k];
+      epilogues += (k ? ", " : "") + o.fn +
+                   (o.operand >= 0 ? " %" + std::to_string(n.inputs.at(static_cast<size_t>(o.operand))) : "") +
+                   " as %" + std::to_string(o.node);
+    }
+    epilogues += ")";
+  }
+  if (contractions > 0)
+    out += "# " + std::to_string(contractions) + (contractions == 1 ? " contraction runs" : " contractions run") +
+           " an epilogue:" + epilogues + "\n";
   for (size_t k = 0; k < f.regions.size(); ++k) {
     const FusedRegion& r = f.regions[k];
     char hash[17];

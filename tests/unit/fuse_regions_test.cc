@@ -435,6 +435,9 @@ TEST(FuseRegions, EmitFusedPrintsRegions) {
   EXPECT_EQ(rc, 0) << err;
   EXPECT_NE(out.find("region0: "), std::string::npos) << out;
   EXPECT_NE(out.find(" regions fusing "), std::string::npos) << out;
+  // Each Linear's bias add is its contraction's epilogue, named on a line of its own.
+  EXPECT_NE(out.find("# 2 contractions run an epilogue: %"), std::string::npos) << out;
+  EXPECT_NE(out.find(" (add %"), std::string::npos) << out;
   // --kernels jit: the regions it runs, so no gelu or its gradient (a libm call per element)
   const std::string gpt = std::string(DTL_SOURCE_DIR) + "/samples/char_gpt.dtl";
   out.clear();
