@@ -41,9 +41,10 @@ bool compileSpec(driver::Frontend& fe, const std::string& path, const std::vecto
   return true;
 }
 
-prog::Program fusedProgram(const ir::Graph& g) {
+prog::Program fusedProgram(const ir::Graph& g, bool epilogues = true) {
   program::PlanOptions o;
   o.fuse = true;
+  o.fuse_epilogues = epilogues;
   return program::planProgram(g, layout::Layout{}, {}, o);
 }
 
@@ -221,10 +222,19 @@ void stepFigures(const std::string& samples, const std::string& name, const std:
   }
   Bound b = randomData(fe.graph());
   const int threads = getenv("JIT_BENCH_THREADS") ? std::atoi(getenv("JIT_BENCH_THREADS")) : static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  // The same without the contractions' epilogues (the bias adds in regions), for what they buy.
+  const prog::Program no_epilogues = fusedProgram(fe.graph(), false);
+  auto regions_ne = jit::makeJitRegions(no_epilogues, jit::JitOptions{}, &error, nullptr);
+  if (!regions_ne) {
+    std::fprintf(stderr, "jit_bench: %s\n", error.c_str());
+    return;
+  }
   const double f = stepMs(plain, b, nullptr, runs, threads), j = stepMs(fused, b, regions.get(), runs, threads);
+  const double jn = stepMs(no_epilogues, b, regions_ne.get(), runs, threads);
   if (getenv("JIT_BENCH_PROFILE")) profile(plain, fused, b, regions.get(), threads);
-  std::printf("%s: forward+backward, median of %d on %d threads: fast %.2f ms, jit %.2f ms (%.2fx); %d regions, %d kernels\n",
-              name.c_str(), runs, threads, f, j, f / j, s.regions, s.kernels);
+  std::printf("%s: forward+backward, median of %d on %d threads: fast %.2f ms, jit %.2f ms (%.2fx; without the "
+              "epilogues %.2f ms); %d regions, %d kernels\n",
+              name.c_str(), runs, threads, f, j, f / j, jn, s.regions, s.kernels);
   ContractTimed timed;
   const double total = stepMs(fused, b, regions.get(), runs, threads, &timed);
   const double gemm = timed.ms / runs;

@@ -118,6 +118,9 @@ std::string printNode(const Node& n, const std::string& note) {
   if (n.op == Op::Dropout || n.op == Op::DropoutGrad) add("p " + num(n.scalar));
   if (n.op == Op::Slice || n.op == Op::SliceGrad || n.op == Op::Result) add("index " + std::to_string(n.index));
   if (n.op == Op::Attention || n.op == Op::AttentionGrad) add(n.flag ? "causal" : "full");
+  for (const PostOp& o : n.epilogue)
+    add("then " + o.fn + (o.operand >= 0 ? " %" + std::to_string(n.inputs.at(static_cast<size_t>(o.operand))) : std::string()) +
+        " as %" + std::to_string(o.node));
   if (!attrs.empty()) s += " {" + attrs + "}";
   s += " : " + std::string(dtypeName(n.dtype)) + n.shape.str();
   for (const Result& r : n.results) s += ", " + std::string(dtypeName(r.dtype)) + r.shape.str();

@@ -114,6 +114,19 @@ struct Result {
   DType dtype = DType::F32;
 };
 
+// One step of a contraction's epilogue (Node::epilogue), applied to the
+// contraction's result in its own kernel, in order: the node it stands for,
+// computed in place — `Binary` (fn "add": the result plus the contraction's
+// input `operand`, broadcast by name) or `Unary` (fn). The rule that makes
+// them is compiler/codegen/fold_epilogues.cc; a GEMM library's epilogue
+// (oneDNN post-ops, later cuBLASLt's) runs them.
+struct PostOp {
+  Op op = Op::Binary;
+  std::string fn;
+  int operand = -1;  // Binary: which of the contraction's inputs
+  int node = -1;     // the program node it computes: a view of the contraction's storage
+};
+
 struct Node {
   int id = -1;
   Op op = Op::Const;
@@ -141,6 +154,10 @@ struct Node {
   // all, into one storage (result k right after result k-1, resultOffset); a consumer reads result k ≥ 1
   // through an Op::Result node, a view of it. In a rank's program, local shapes as `shape`.
   std::vector<Result> results;
+  // A Contract in a rank's program planned for fused kernels: post-ops its
+  // kernel applies to the product (inputs 0 and 1); their operands are
+  // inputs 2, …. Empty everywhere else.
+  std::vector<PostOp> epilogue;
 };
 
 // Node n's result k (0: the node's own).

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/codegen/fold_epilogues.h"
 #include "compiler/codegen/region.h"
 #include "core/program.h"
 
@@ -41,6 +42,10 @@ struct FuseRules {
   // jit` fuses them (PlanOptions::fuse_libm_gradients); false leaves them to
   // the backend's own kernels.
   bool libm_gradients = true;
+  // Which nodes after a contraction its GEMM runs as an epilogue
+  // (fold_epilogues.h), applied by the program planner before the regions
+  // are cut: they leave the regions. Off unless a planner asks.
+  EpilogueRules epilogues;
 };
 
 // The regions of schedule `s` of the program (the training schedule's by default).

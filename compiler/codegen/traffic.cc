@@ -93,6 +93,17 @@ StepTraffic stepTraffic(const prog::Program& p, int state_per_param) {
     if (in.kind != prog::Instr::Run) continue;
     const Node& n = p[in.id];
     if (n.op == Op::Contract) t.contraction_flops += contractionFlops(p, n);
+    if (!n.epilogue.empty()) {
+      // Its epilogue's nodes would each be a kernel; run by the GEMM, they
+      // add only the operands they read (a bias): its output is the GEMM's.
+      int64_t operands = 0;
+      for (const ir::PostOp& o : n.epilogue) {
+        t.node_by_node += nodeBytes(p, p[o.node]), ++t.kernels_node_by_node;
+        if (o.operand >= 0) operands += bytesOf(p[n.inputs.at(static_cast<size_t>(o.operand))]);
+      }
+      t.fused += operands;
+      t.fused_by_kind["epilogues"] += operands;
+    }
     if (!isKernel(p, n)) continue;
     const int64_t b = nodeBytes(p, n);
     t.node_by_node += b, t.fused += b;

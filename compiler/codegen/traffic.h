@@ -6,7 +6,10 @@
 // (reshapes, leading-dim slices, a result of several: Storage::Alias),
 // feeds and collectives move no kernel bytes here (collectives are the
 // plan's business). Attention counts its operands and results only, not the
-// score tiles inside it; an embedding the rows it gathers, not its table.
+// score tiles inside it; an embedding the rows it gathers, not its table. A
+// contraction's epilogue (fold_epilogues.h) counts the operands it adds (a
+// bias), its output being the GEMM's; node by node, the nodes it absorbed
+// count as the kernels they were.
 #pragma once
 
 #include <cstdint>

@@ -30,6 +30,8 @@ void assignSlots(prog::Program& p, prog::Schedule& s, const std::vector<bool>& k
     const int at = static_cast<int>(pos);
     if (in.kind == Instr::Run) {
       def[static_cast<size_t>(in.id)] = std::min(def[static_cast<size_t>(in.id)], at);
+      for (const ir::PostOp& o : p[in.id].epilogue)  // its epilogue's nodes: views of it, made by it
+        def[static_cast<size_t>(o.node)] = std::min(def[static_cast<size_t>(o.node)], at);
       for (int x : p[in.id].inputs) last[static_cast<size_t>(x)] = std::max(last[static_cast<size_t>(x)], at);
       continue;
     }

@@ -21,7 +21,10 @@
 //    liveness (assign_slots.cc). The optimiser step's schedule (updates in
 //    place, gathers of updated pieces into the parameters) takes the
 //    training schedule's slots but for those holding the step's gradients.
-// 5. With PlanOptions::fuse, the training and evaluation schedules' fused
+// 5. With PlanOptions::fuse, the contractions' epilogues, chosen on the
+//    training schedule (compiler/codegen/fold_epilogues.h: the absorbed nodes
+//    become views of the contraction, which computes them), then the training
+//    and evaluation schedules' fused
 //    regions (compiler/codegen/fuse_regions.h): each region's members become
 //    one Fused instruction where its first member ran, members that are not
 //    region outputs lose their storage, and the slots are assigned again.
@@ -221,15 +224,17 @@ class Planner {
     for (const Node& n : g_.nodes)
       if (in[static_cast<size_t>(n.id)]) s.storage[static_cast<size_t>(n.id)] = storage(n, train);
     if (train) placeTraining(s);
-    if (o_.fuse) fuse(s);
+    if (o_.fuse) fuse(s, train);
     assignSlots(p_, s, kept(), pool);
     return s;
   }
 
   // 5. The schedule's regions replace their members' instructions.
-  void fuse(Schedule& s) {
+  void fuse(Schedule& s, bool train) {
     hoistParamViews(s);
     const codegen::FuseRules rules = o_.fuseRules();
+    if (train) codegen::foldEpilogues(p_, s, rules.epilogues);  // the evaluation schedule reads no value training does not
+    codegen::applyEpilogues(p_, s);
     const codegen::Fusion f = codegen::fuseRegions(p_, s, rules);
     std::vector<int> first(n_, -1);  // per member: its region's index in p_.fused, at its first member
     std::vector<bool> member(n_, false);

@@ -31,10 +31,17 @@ struct PlanOptions {
   // vector calls (FuseRules::libm_gradients), so `--kernels jit` fuses them;
   // false leaves them to the fast kernels.
   bool fuse_libm_gradients = true;
+  // A Linear's bias add runs as its contraction's epilogue
+  // (compiler/codegen/fold_epilogues.h: oneDNN matmul post-ops), and these
+  // activations after it (none on x86: FuseRules::epilogues).
+  bool fuse_epilogues = true;
+  std::vector<codegen::UnaryFn> epilogue_activations;
   codegen::FuseRules fuseRules() const {
     codegen::FuseRules r;
     r.transcendentals = fuse_transcendentals;
     r.libm_gradients = fuse_libm_gradients;
+    r.epilogues.bias = fuse_epilogues;
+    r.epilogues.activations = epilogue_activations;
     return r;
   }
 };

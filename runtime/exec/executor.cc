@@ -1,7 +1,9 @@
 // A run follows one schedule of the program:
 // - run: a parameter points at the caller's memory, an input copies what
 //   was fed, a view points into its source's storage, anything else is
-//   computed by the backend into the storage the planner gave it;
+//   computed by the backend into the storage the planner gave it (a
+//   contraction with an epilogue, ir::Node::epilogue, computes the nodes it
+//   absorbed there too: they are views of it);
 // - start: an all-reduce bucket copies the gradients not computed in place
 //   into its flat buffer and launches one all-reduce on it; a ZeRO
 //   reduce-scatter bucket packs each rank's pieces into that rank's block;
@@ -190,7 +192,13 @@ KernelStatus Executor::runNode(const prog::Schedule& s, int id, const RunContext
   std::vector<const TensorView*> ins;
   ins.reserve(n.inputs.size());
   for (int x : n.inputs) ins.push_back(&views_[static_cast<size_t>(x)]);
-  if (n.results.empty()) return backend_.run(n, ins, v, ctx);
+  if (n.results.empty()) {
+    KernelStatus st = backend_.run(n, ins, v, ctx);
+    // A contraction's epilogue computed the nodes it absorbed in its storage: their views.
+    if (st.ok)
+      for (const ir::PostOp& o : n.epilogue) prepare(s, o.node);
+    return st;
+  }
   // Results 1, 2, … follow the first in the node's storage (the views of
   // them, Op::Result nodes, point there).
   results_.resize(n.results.size());

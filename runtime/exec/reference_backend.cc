@@ -162,6 +162,28 @@ ref::Tensor runPlain(const Node& n, const std::vector<ref::Tensor>& x, const Run
   }
 }
 
+// A contraction with an epilogue (ir::Node::epilogue): the product, then
+// each node it absorbed on the stored f32 value, as those nodes ran alone.
+KernelStatus contractWithEpilogue(const Node& n, const std::vector<const TensorView*>& in, TensorView& out,
+                                  const RunContext& ctx) {
+  Node product = n;
+  product.inputs.resize(2);
+  product.epilogue.clear();
+  if (KernelStatus st = store(runPlain(product, {toRef(*in.at(0)), toRef(*in.at(1))}, ctx), out); !st.ok) return st;
+  for (const ir::PostOp& o : n.epilogue) {
+    Node step;
+    step.id = o.node;
+    step.op = o.op;
+    step.fn = o.fn;
+    step.shape = n.shape;
+    step.dtype = n.dtype;
+    std::vector<ref::Tensor> x = {toRef(out)};
+    if (o.operand >= 0) x.push_back(toRef(*in.at(static_cast<size_t>(o.operand))));
+    if (KernelStatus st = store(runPlain(step, x, ctx), out); !st.ok) return st;
+  }
+  return {};
+}
+
 class ReferenceBackend final : public Backend {
  public:
   const char* name() const override { return "reference"; }
@@ -192,6 +214,7 @@ class ReferenceBackend final : public Backend {
       return {false, std::string("reference backend: ") + ir::opName(n.op) + " has several results (runResults)"};
     if (n.op == Op::Input || n.op == Op::Param || n.op == Op::Update)
       return {false, std::string("reference backend: ") + ir::opName(n.op) + " is not a kernel"};
+    if (!n.epilogue.empty()) return contractWithEpilogue(n, in, out, ctx);
     std::vector<ref::Tensor> x;
     x.reserve(in.size());
     for (const TensorView* v : in) x.push_back(toRef(*v));

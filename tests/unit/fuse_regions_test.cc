@@ -278,6 +278,104 @@ TEST(FuseRegions, MlpSampleFusesBiasAndReluNeverAContraction) {
   for (const FusedRegion& fr : s->f.regions) EXPECT_EQ(fr.region.validate(), "");
 }
 
+// The epilogue rule (fold_epilogues.cc) as the planner applies it for
+// `--kernels jit`: each Linear's bias add joins its contraction — a view of
+// the contraction's storage, run by no instruction of its own, in both
+// schedules — and the relu after it stays in a region (x86 has no
+// activation post-op). With relu allowed, the hidden layer's relu joins too:
+// its gradient reads its result, not the pre-activation.
+prog::Program planFused(const ir::Graph& g, std::vector<UnaryFn> activations = {}, bool epilogues = true) {
+  program::PlanOptions o;
+  o.fuse = true;
+  o.fuse_epilogues = epilogues;
+  o.epilogue_activations = std::move(activations);
+  return program::planProgram(g, layout::Layout{}, {}, o);
+}
+std::map<std::string, int> epilogueShapes(const prog::Program& p) {  // "add relu" → how many contractions
+  std::map<std::string, int> out;
+  for (const Node& n : p.nodes) {
+    if (n.epilogue.empty()) continue;
+    std::string k;
+    for (const ir::PostOp& o : n.epilogue) k += (k.empty() ? "" : " ") + o.fn;
+    ++out[k];
+  }
+  return out;
+}
+void expectAbsorbed(const prog::Program& p) {
+  for (const prog::Schedule* s : {&p.train, &p.eval})
+    for (const Node& n : p.nodes)
+      for (const ir::PostOp& o : n.epilogue) {
+        const prog::Storage& st = s->storage[static_cast<size_t>(o.node)];
+        EXPECT_EQ(int(st.kind), int(prog::Storage::Alias)) << ir::printNode(p[o.node]);
+        EXPECT_EQ(st.index, n.id);
+        for (const prog::Instr& in : s->instrs) EXPECT_FALSE(in.kind == prog::Instr::Run && in.id == o.node);
+        EXPECT_EQ(n.inputs.size(), 3u);
+      }
+}
+
+TEST(Epilogues, AMlpsBiasAddsJoinTheirContractions) {
+  auto s = compileSample("synthetic_mlp.dtl");
+  const prog::Program p = planFused(s->fe.graph());
+  EXPECT_EQ(epilogueShapes(p), (std::map<std::string, int>{{"add", 2}}));
+  expectAbsorbed(p);
+  const Fusion f = plannedFusion(p);
+  for (const Node& n : p.nodes) {
+    if (n.op == Op::Unary && n.fn == "relu") {
+      EXPECT_GE(f.region_of[static_cast<size_t>(n.id)], 0);  // reads the epilogue's result
+      EXPECT_FALSE(p[n.inputs[0]].op == Op::Contract);
+    }
+    for (const ir::PostOp& o : n.epilogue) EXPECT_EQ(f.region_of[static_cast<size_t>(o.node)], -1);
+  }
+  const prog::Program relu = planFused(s->fe.graph(), {UnaryFn::Relu});
+  EXPECT_EQ(epilogueShapes(relu), (std::map<std::string, int>{{"add", 1}, {"add relu", 1}}));
+  expectAbsorbed(relu);
+  EXPECT_EQ(epilogueShapes(planFused(s->fe.graph(), {}, /*epilogues=*/false)), (std::map<std::string, int>{}));
+}
+
+// A gelu's gradient reads its input: with gelu allowed, the chain still
+// stops at the bias add (the pre-activation must be written for it).
+TEST(Epilogues, NotWhenThePreActivationIsReadElsewhere) {
+  auto s = compileSample("char_gpt.dtl");
+  const prog::Program p = planFused(s->fe.graph(), {UnaryFn::Gelu, UnaryFn::Relu});
+  int gelus = 0;
+  for (const Node& n : p.nodes)
+    if (n.op == Op::Unary && n.fn == "gelu") {
+      ++gelus;
+      const Node& pre = p[n.inputs[0]];
+      ASSERT_EQ(pre.op, Op::Binary) << ir::printNode(pre);
+      const Node& c = p[p.train.storage[static_cast<size_t>(pre.id)].index];
+      ASSERT_EQ(c.op, Op::Contract) << ir::printNode(c);
+      ASSERT_EQ(c.epilogue.size(), 1u) << ir::printNode(c);
+      EXPECT_EQ(c.epilogue[0].node, pre.id);
+    }
+  EXPECT_EQ(gelus, 2);
+  expectAbsorbed(p);
+
+  // By hand: y = x @ w + b read by relu and by the caller (a graph output):
+  // the add joins (the epilogue's result is stored), relu does not; a
+  // product read twice, or a bias over the batch, has no epilogue.
+  Graph g;
+  const Shape bk = S({{"batch", 4}, {"k", 3}}), kh = S({{"k", 3}, {"hidden", 5}});
+  int x = input(g, "x", bk), w = param(g, "w", kh), b = param(g, "b", S({{"hidden", 5}}));
+  int rows = param(g, "rows", S({{"batch", 4}}));
+  int c1 = add(g, Op::Contract, kBH, {x, w});
+  int y = add(g, Op::Binary, kBH, {c1, b}, "add");
+  int r = add(g, Op::Unary, kBH, {y}, "relu");
+  int c2 = add(g, Op::Contract, kBH, {x, w});
+  int twice = add(g, Op::Binary, kBH, {c2, b}, "add");
+  int again = add(g, Op::Unary, kBH, {c2}, "neg");
+  int c3 = add(g, Op::Contract, kBH, {x, w});
+  int by_row = add(g, Op::Binary, kBH, {rows, c3}, "add");
+  g.outputs = {y, r, twice, again, by_row};
+  g.forward_end = static_cast<int>(g.nodes.size());
+  const prog::Program h = planFused(g, {UnaryFn::Relu});
+  ASSERT_EQ(h[c1].epilogue.size(), 1u) << ir::printNode(h[c1]);
+  EXPECT_EQ(h[c1].epilogue[0].node, y);
+  EXPECT_TRUE(h[c2].epilogue.empty()) << ir::printNode(h[c2]);
+  EXPECT_TRUE(h[c3].epilogue.empty()) << ir::printNode(h[c3]);
+  expectAbsorbed(h);
+}
+
 // Every norm, norm gradient, softmax gradient and elementwise gradient of
 // the GPT samples is in a region by the full rules; the counts are printed
 // for the record (docs/compiler.md).
@@ -376,6 +474,9 @@ TEST(FuseRegions, EmitFusedPrintsRegions) {
   EXPECT_EQ(rc, 0) << err;
   EXPECT_NE(out.find("region0: "), std::string::npos) << out;
   EXPECT_NE(out.find(" regions fusing "), std::string::npos) << out;
+  // Each Linear's bias add is its contraction's epilogue, named on a line of its own.
+  EXPECT_NE(out.find("# 2 contractions run an epilogue: %"), std::string::npos) << out;
+  EXPECT_NE(out.find(" (add %"), std::string::npos) << out;
   // --kernels jit: the regions it runs, by the full rules: gelu and its
   // gradient fused (f32 through libmvec)
   const std::string gpt = std::string(DTL_SOURCE_DIR) + "/samples/char_gpt.dtl";

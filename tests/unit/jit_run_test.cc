@@ -263,7 +263,8 @@ TEST_F(JitRun, TheMultiTensorUpdateStepsLikeFastBitwise) {
 // `libm_gradients` false: the gradients whose derivative calls exp, erf or
 // tanh left to fast (the rule's other setting; `--kernels jit` fuses them).
 void checkSample(const std::string& name, const std::string& batch, const std::string& cache, bool reference,
-                 const char* text = nullptr, bool transcendentals = true, bool libm_gradients = true) {
+                 const char* text = nullptr, bool transcendentals = true, bool libm_gradients = true,
+                 std::vector<codegen::UnaryFn> epilogue_activations = {}) {
   auto s = load(name, batch, text);
   const ir::Graph& g = s->fe.graph();
   const prog::Program plain = program::planProgram(g);
@@ -271,6 +272,7 @@ void checkSample(const std::string& name, const std::string& batch, const std::s
   o.fuse = true;
   o.fuse_transcendentals = transcendentals;
   o.fuse_libm_gradients = libm_gradients;
+  o.epilogue_activations = std::move(epilogue_activations);
   const prog::Program fused = program::planProgram(g, layout::Layout{}, {}, o);
   ASSERT_FALSE(fused.fused.empty());
   std::string error;
@@ -302,6 +304,9 @@ void checkSample(const std::string& name, const std::string& batch, const std::s
 
 TEST_F(JitRun, SyntheticMlpMatchesTheReferenceAsFastDoes) {
   checkSample("synthetic_mlp.dtl", "64", path("cache"), true);
+  // With relu in the hidden layer's epilogue too (not x86's rule: the fast
+  // backend runs it after oneDNN's product and bias, with its own kernel).
+  checkSample("synthetic_mlp.dtl", "64", path("cache"), true, nullptr, true, false, {codegen::UnaryFn::Relu});
 }
 
 TEST_F(JitRun, TinyGptMatchesTheReferenceAsFastDoes) {

@@ -144,7 +144,7 @@ INSTANTIATE_TEST_SUITE_P(Samples, EverySample,
 
 // Planned for fused kernels (`--kernels jit`): each schedule computes what
 // the unfused one does — every node it ran runs, or is computed (or folded)
-// by exactly one of its regions — the slots hold every value until its last
+// by exactly one of its regions or contractions' epilogues — the slots hold every value until its last
 // read, and the regions' members that are not outputs are not stored. (Slot
 // bytes may grow: a region's outputs never share its inputs' buffers, where
 // an unfused node's output could take its operand's slot.)
@@ -166,7 +166,14 @@ TEST_P(EverySample, FusedSchedulesComputeTheSameValues) {
     std::map<int, int> computed;  // node → times this schedule computes it
     int regions = 0;
     for (const Instr& in : s->instrs) {
-      if (in.kind == Instr::Run) ++computed[in.id];
+      if (in.kind == Instr::Run) {
+        ++computed[in.id];
+        for (const ir::PostOp& o : p[in.id].epilogue) {  // a contraction's epilogue computes these, as views of it
+          ++computed[o.node];
+          EXPECT_EQ(int(s->storage[static_cast<size_t>(o.node)].kind), int(Storage::Alias)) << name << ": %" << o.node;
+          EXPECT_EQ(s->storage[static_cast<size_t>(o.node)].index, in.id) << name << ": %" << o.node;
+        }
+      }
       if (in.kind != Instr::Fused) continue;
       ++regions;
       const prog::Fused& f = p.fused[static_cast<size_t>(in.id)];

@@ -34,6 +34,7 @@ std::optional<std::string> runFallible(const Node& n, const std::vector<const Te
   auto x = [&](size_t k) -> const TensorView& { return *in.at(k); };
   switch (n.op) {
     case Op::Contract: {
+      if (!n.epilogue.empty()) return fast::contractEpilogue(n, in, out, s);
       std::string err;
       if (!fast::contract(x(0).f(), x(0).shape, x(1).f(), x(1).shape, out.f(), out.shape, s.a, &err)) return err;
       return "";

@@ -5,6 +5,10 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <cstring>
+#include <map>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
 
 #include "runtime/kernels/fast/strided.h"
 
@@ -45,6 +49,73 @@ bool sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const
 }
 
 void setGemmThreads(int threads) { requested_threads = threads < 1 ? 1 : threads; }
+
+namespace {
+
+// A matmul primitive and its memory objects, whose data handles each call sets.
+struct Matmul {
+  dnnl::matmul primitive;
+  dnnl::memory a, b, bias, c;
+};
+
+// oneDNN sizes its blocking and thread partition for the threads present
+// when a primitive is created: the key holds the count it was made for, so
+// a thread count never runs a primitive planned for another one (results
+// are bitwise the same from run to run for a given count).
+using MatmulKey = std::tuple<int64_t, int64_t, int64_t, char, char, int>;
+
+struct MatmulCache {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::map<MatmulKey, std::unique_ptr<Matmul>> made;
+};
+
+// Per calling thread, as the thread count is (setGemmThreads): a backend runs on one thread.
+MatmulCache& matmulCache() {
+  thread_local MatmulCache cache;
+  return cache;
+}
+
+Matmul& matmulFor(char ta, char tb, int64_t m, int64_t n, int64_t k) {
+  MatmulCache& cache = matmulCache();
+  std::unique_ptr<Matmul>& mm = cache.made[MatmulKey{m, n, k, ta, tb, omp_threads}];
+  if (mm) return *mm;
+  using dnnl::memory;
+  const memory::data_type f32 = memory::data_type::f32;
+  // op(A) is [M, K]: A stored as [M, K] ('N') or [K, M] ('T'); op(B) [K, N] likewise.
+  const memory::desc a({m, k}, f32, ta == 'N' ? memory::dims{k, 1} : memory::dims{1, m});
+  const memory::desc b({k, n}, f32, tb == 'N' ? memory::dims{n, 1} : memory::dims{1, k});
+  const memory::desc bias({1, n}, f32, memory::dims{n, 1});
+  const memory::desc c({m, n}, f32, memory::dims{n, 1});
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, bias, c), cache.engine);
+  mm = std::make_unique<Matmul>(Matmul{dnnl::matmul(pd), memory(a, cache.engine, nullptr), memory(b, cache.engine, nullptr),
+                                       memory(bias, cache.engine, nullptr), memory(c, cache.engine, nullptr)});
+  return *mm;
+}
+
+}  // namespace
+
+bool matmulBias(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
+                const float* bias, float* c, std::string* error) {
+  applyThreads(m, n, k);
+  try {
+    Matmul& mm = matmulFor(ta, tb, m, n, k);
+    mm.a.set_data_handle(const_cast<float*>(a));
+    mm.b.set_data_handle(const_cast<float*>(b));
+    mm.bias.set_data_handle(const_cast<float*>(bias));
+    mm.c.set_data_handle(c);
+    MatmulCache& cache = matmulCache();
+    mm.primitive.execute(cache.stream, {{DNNL_ARG_SRC, mm.a}, {DNNL_ARG_WEIGHTS, mm.b}, {DNNL_ARG_BIAS, mm.bias},
+                                        {DNNL_ARG_DST, mm.c}});
+    cache.stream.wait();
+  } catch (const dnnl::error& e) {
+    if (error)
+      *error = "oneDNN matmul(" + std::string(1, ta) + std::string(1, tb) + ", M=" + std::to_string(m) +
+               ", N=" + std::to_string(n) + ", K=" + std::to_string(k) + ") with a bias failed: " + e.what();
+    return false;
+  }
+  return true;
+}
 
 namespace {
 
@@ -167,6 +238,36 @@ bool contract(const float* a, const Shape& a_shape, const float* b, const Shape&
   if (!sgemm(p.ta, p.tb, p.m, p.n, p.k, 1.0f, aa, p.ta == 'N' ? p.k : p.m, bb, ldb, 0.0f, c, p.n, error)) return false;
   if (p.permute_c) alignCopy(sc, p.c_as, out, out_shape);
   return true;
+}
+
+bool biasFits(const Shape& a, const Shape& b, const Shape& out, const Shape& bias) {
+  const ContractPlan p = planContract(a, b, out);
+  if (p.permute_c) return false;
+  Shape n;
+  for (const Dim& d : b.dims)
+    if (!a.has(d.name)) n.dims.push_back(d);
+  for (const Dim& d : bias.dims)
+    if (!n.has(d.name) || n.dims[static_cast<size_t>(n.find(d.name))].size != d.size) return false;
+  return big(bias.dims) == big(n.dims);
+}
+
+bool contractBias(const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, const float* bias,
+                  float* out, const Shape& out_shape, std::vector<float>& scratch, std::string* error) {
+  const ContractPlan p = planContract(a_shape, b_shape, out_shape);
+  if (p.m == 0 || p.n == 0) return true;
+  if (p.k == 0) {  // an empty sum: the bias, as 0 + bias
+    for (int64_t r = 0; r < p.m; ++r)
+      for (int64_t j = 0; j < p.n; ++j) out[r * p.n + j] = 0.0f + bias[j];
+    return true;
+  }
+  // Operands laid out otherwise are permuted into scratch, as for contract.
+  const int64_t na = p.permute_a ? p.m * p.k : 0, nb = p.permute_b ? p.k * p.n : 0;
+  if (static_cast<int64_t>(scratch.size()) < na + nb) scratch.resize(static_cast<size_t>(na + nb));
+  float* sa = scratch.data();
+  float* sb = sa + na;
+  if (p.permute_a) alignCopy(a, a_shape, sa, p.a_as);
+  if (p.permute_b) alignCopy(b, b_shape, sb, p.b_as);
+  return matmulBias(p.ta, p.tb, p.m, p.n, p.k, p.permute_a ? sa : a, p.permute_b ? sb : b, bias, out, error);
 }
 
 }  // namespace dtl::rt::fast

@@ -43,6 +43,22 @@ struct ContractPlan {
 
 ContractPlan planContract(const Shape& a, const Shape& b, const Shape& out);
 
+// C[M, N] = op(A) · op(B) + bias (a row of N added to every row of C), row-major, dense (lda, ldb
+// and ldc are the rows' lengths), through oneDNN's matmul primitive with the bias as a post-op: the
+// product rounded to f32 plus the bias in f32, the sum of an unfused add node. The primitive is
+// created once per (M, N, K, transposes, threads) and calling thread, and reused.
+bool matmulBias(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
+                const float* bias, float* c, std::string* error);
+
+// Whether contractBias can take this contraction: its result needs no
+// permuting (C is [M…, N…]) and `bias` names exactly C's N names of size
+// > 1, in C's order (a Linear's bias).
+bool biasFits(const Shape& a, const Shape& b, const Shape& out, const Shape& bias);
+
+// out[out_shape] = a @ b + bias over the N names (biasFits), by matmulBias.
+bool contractBias(const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, const float* bias,
+                  float* out, const Shape& out_shape, std::vector<float>& scratch, std::string* error);
+
 // out[out_shape] = a @ b; scratch is reused between calls.
 bool contract(const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, float* out,
               const Shape& out_shape, std::vector<float>& scratch, std::string* error);

@@ -5,6 +5,7 @@
 // backend object must not run two nodes at once.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,10 @@ struct Scratch {
   std::vector<float> a, b, c, d;
   std::vector<int32_t> ids;
 };
+
+// epilogue.cc: a Contract with post-ops (ir::Node::epilogue), its operands in `in`; "" when done.
+std::string contractEpilogue(const ir::Node& n, const std::vector<const TensorView*>& in, TensorView& out,
+                             Scratch& s);
 
 // elementwise.cc
 void unary(ref::Unary op, const TensorView& x, TensorView& y);

@@ -1,0 +1,36 @@
+// A contraction's epilogue: the bias add (and, where the GEMM library's
+// numerics are ours, an activation) after a Linear's product, run by the
+// GEMM itself (oneDNN matmul post-ops on x86; cuBLASLt epilogues later)
+// instead of by a region that reads the product back. The rule is at the top
+// of fold_epilogues.cc; the program planner applies it before the fusion pass
+// when a program is planned for fused kernels (`--kernels jit`).
+#pragma once
+
+#include <vector>
+
+#include "compiler/codegen/region.h"
+#include "core/program.h"
+
+namespace dtl::codegen {
+
+// What a target's GEMM library runs as post-ops with the numerics of the
+// nodes they replace (a fixed rule per target, never a timing).
+struct EpilogueRules {
+  bool bias = false;  // add(C, bias) with bias a vector over C's N names: exact (one f32 add)
+  // Activations after the bias. None on x86: oneDNN 2.6's relu post-op is
+  // max(x, 0) (vmaxps), which turns a NaN into 0 where ours keeps it, and its
+  // gelu/tanh are not checked against our bounds (fold_epilogues.cc).
+  std::vector<UnaryFn> activations;
+};
+
+// The rule on schedule `s` (the training schedule, which reads every value
+// the evaluation schedule does): each contraction it picks gets
+// Node::epilogue and the bias as its input 2. Returns how many it picked.
+int foldEpilogues(prog::Program& p, const prog::Schedule& s, const EpilogueRules& rules);
+
+// A schedule of a program whose contractions have epilogues: the nodes they
+// absorbed run no instruction of their own and are views of the
+// contraction's storage (which holds the epilogue's result).
+void applyEpilogues(const prog::Program& p, prog::Schedule& s);
+
+}  // namespace dtl::codegen
