@@ -33,7 +33,10 @@ enum class Op {
   Unary,      // fn: relu gelu gelu_tanh silu tanh sigmoid exp log sqrt rsqrt neg abs
   Binary,     // fn: add sub mul div eq ne lt le gt ge; broadcast by name to this shape
   // contractions and reductions
-  Contract,   // inputs[0] @ inputs[1]: sums the shared names
+  Contract,   // inputs[0] @ inputs[1]: sums the shared names. With a third input `base` (of this node's
+              // shape, names in order, f32): base + inputs[0] @ inputs[1], the product rounded to f32 and
+              // then added, as add(base, contract) would (the accumulate-into-contraction pass); the
+              // planner computes base into this node's storage where it can, so a GEMM adds into it
   Reduce,     // fn: sum mean max; over names
   Softmax,    // over names[0]
   LogSoftmax, // over names[0]
@@ -163,6 +166,14 @@ struct Node {
 // Node n's result k (0: the node's own).
 inline Result resultOf(const Node& n, int64_t k) {
   return k == 0 ? Result{n.shape, n.dtype} : n.results.at(static_cast<size_t>(k - 1));
+}
+// The value a node adds its own result into, which the planner may compute
+// in place in the node's storage: an EmbedGrad's or a Contract's `base`
+// (inputs[2]; a Contract with an epilogue has its operands there instead);
+// -1 for any other node.
+inline int accumulationBase(const Node& n) {
+  return (n.op == Op::EmbedGrad || n.op == Op::Contract) && n.inputs.size() == 3 && n.epilogue.empty() ? n.inputs[2]
+                                                                                                       : -1;
 }
 // Where result k starts in the node's storage, in 4-byte elements (every stored dtype is 4 bytes).
 int64_t resultOffset(const Node& n, int64_t k);

@@ -22,7 +22,7 @@ int64_t bytesOf(const Node& n) {
 int64_t contractionFlops(const prog::Program& p, const Node& n) {
   std::set<std::string> seen;
   int64_t product = 1;
-  for (int x : n.inputs)
+  for (int x : {n.inputs.at(0), n.inputs.at(1)})  // not a base it adds into (its names are M and N)
     for (const Dim& d : p[x].shape.dims)
       if (seen.insert(d.name).second) product *= d.size;
   return 2 * product;
@@ -68,6 +68,15 @@ int64_t nodeBytes(const prog::Program& p, const Node& n) {
   return b;
 }
 
+// A contraction that adds its product into a base (the
+// accumulate-into-contraction pass): the GEMM's write is the GEMM's, but its
+// epilogue reads the base, non-GEMM bytes. A base not computed in place is
+// first copied into the contraction's storage (read and written).
+int64_t accumulateBytes(const prog::Program& p, const Node& n) {
+  const int base = ir::accumulationBase(n);
+  return bytesOf(p[base]) * (computedInto(p, base, n.id) ? 1 : 3);
+}
+
 int64_t regionBytes(const prog::Program& p, const prog::Fused& r) {
   int64_t b = 0;
   for (int x : r.inputs) b += bytesOf(p[x]);
@@ -103,6 +112,11 @@ StepTraffic stepTraffic(const prog::Program& p, int state_per_param) {
       }
       t.fused += operands;
       t.fused_by_kind["epilogues"] += operands;
+    }
+    if (n.op == Op::Contract && ir::accumulationBase(n) >= 0) {
+      const int64_t b = accumulateBytes(p, n);
+      t.node_by_node += b, t.fused += b;
+      t.fused_by_kind["contract_accumulate"] += b;
     }
     if (!isKernel(p, n)) continue;
     const int64_t b = nodeBytes(p, n);

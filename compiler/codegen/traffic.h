@@ -10,6 +10,8 @@
 // contraction's epilogue (fold_epilogues.h) counts the operands it adds (a
 // bias), its output being the GEMM's; node by node, the nodes it absorbed
 // count as the kernels they were.
+// A contraction that adds its product into a base (kind
+// "contract_accumulate") counts the base its GEMM reads.
 #pragma once
 
 #include <cstdint>

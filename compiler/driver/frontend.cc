@@ -11,6 +11,7 @@
 #include "compiler/sema/resolve_names.h"
 #include "compiler/ir/autodiff.h"
 #include "compiler/ir/lower_model.h"
+#include "compiler/passes/accumulate_into_contraction.h"
 #include "compiler/passes/bucket_gradients.h"
 #include "compiler/passes/scatter_into_gradient.h"
 #include "compiler/passes/prefetch_gathers.h"
@@ -57,14 +58,17 @@ int Frontend::runText(const std::string& name, const std::string& text, const Fr
   sema::checkUnbuilt(spec_, opt.refuse_unbuilt ? diag::Severity::Error : diag::Severity::Warning, *diags_);
   if (diags_->hasErrors()) return 1;
   if (stop == Stop::Ir || stop == Stop::Grad || stop == Stop::Plan) lower(stop != Stop::Ir);
-  if (stop == Stop::Plan && !diags_->hasErrors()) layOut();
-  if (stop == Stop::Grad && !diags_->hasErrors()) passes::scatterIntoGradient(graph_, nullptr);  // one process: no layout
+  if (stop == Stop::Plan && !diags_->hasErrors()) layOut(opt);
+  if (stop == Stop::Grad && !diags_->hasErrors()) {  // one process: no layout
+    passes::scatterIntoGradient(graph_, nullptr);
+    if (opt.accumulate_into_contraction) passes::accumulateIntoContraction(graph_, nullptr);
+  }
   return diags_->hasErrors() ? 1 : 0;
 }
 
 // The mesh with every size resolved (an unresolved `auto` counts as 1), the
 // split rules with their source, the layout pass, then the buckets.
-void Frontend::layOut() {
+void Frontend::layOut(const FrontendOptions& opt) {
   std::vector<layout::MeshAxis> mesh;
   for (const sema::MeshAxisSpec& a : spec_.parallel.mesh) mesh.push_back({a.name, std::max<int64_t>(1, a.size)});
   std::vector<layout::SplitRule> rules;
@@ -83,6 +87,7 @@ void Frontend::layOut() {
   }
   layout_errors_ = layout::assignPlacements(graph_, mesh, rules, layout_, zero);
   passes::scatterIntoGradient(graph_, &layout_);
+  if (opt.accumulate_into_contraction) passes::accumulateIntoContraction(graph_, &layout_);
   passes::bucketGradients(graph_, spec_.parallel.bucket_bytes, spec_.parallel.overlap, spec_.parallel.zero == 1);
   passes::prefetchGathers(graph_, static_cast<int>(spec_.parallel.prefetch));
 }

@@ -23,6 +23,9 @@ struct FrontendOptions {
   // What this build cannot run yet (a tensor-parallel split, zero, …) is an
   // error that stops before lowering (plan, run) or a warning (check).
   bool refuse_unbuilt = false;
+  // The accumulate-into-contraction pass (passes/accumulate_into_contraction.h);
+  // off only to compare against the graph without it (tests, jit_bench).
+  bool accumulate_into_contraction = true;
 };
 
 enum class Stop { Ast, Sema, Ir, Grad, Plan };
@@ -52,7 +55,7 @@ class Frontend {
 
  private:
   void lower(bool with_backward);
-  void layOut();
+  void layOut(const FrontendOptions& opt);
 
   std::unique_ptr<diag::SourceManager> sources_;
   std::unique_ptr<diag::Diagnostics> diags_;

@@ -477,10 +477,12 @@ class Planner {
       }
     }
     // A dense gradient an embedding gradient adds its rows into (the
-    // scatter-into pass) is computed into that node's storage: in place.
+    // scatter-into pass), a value a contraction adds its product into (the
+    // accumulate-into-contraction pass): computed into that node's storage,
+    // in place. Where it cannot be, the kernel copies it there first.
     for (const Node& e : g_.nodes) {
-      if (e.op != Op::EmbedGrad || e.inputs.size() != 3) continue;
-      const int x = e.inputs[2];
+      const int x = ir::accumulationBase(e);
+      if (x < 0 || s.storage[static_cast<size_t>(e.id)].kind == Storage::None) continue;
       const size_t xi = static_cast<size_t>(x);
       if (x < g_.forward_end || keep[xi] || elsewhere[xi] || readers[xi] != 1 || !computed(g_[x]) ||
           s.storage[xi].kind != Storage::Slot || elements(p_[x]) != elements(p_[e.id]) || g_[x].dtype != e.dtype)

@@ -101,6 +101,20 @@ ref::Tensor binary(const ref::Tensor& a, const ref::Tensor& b, const Node& n) {
   return y.shape == n.shape ? y : ref::alignTo(y, n.shape);
 }
 
+ref::Tensor contract(const ref::Tensor& a, const ref::Tensor& b, const Node& n) {
+  ref::Tensor y = ref::contract(a, b);
+  return y.shape == n.shape ? y : ref::alignTo(y, n.shape);
+}
+
+// base + a @ b (the accumulate-into-contraction pass) with the rounding of the
+// two nodes it replaces: the product stored as f32, then add(base, product).
+ref::Tensor contractInto(const ref::Tensor& a, const ref::Tensor& b, const ref::Tensor& base, const Node& n) {
+  DTL_REF_CHECK(base.shape == n.shape, "contract's base " + base.shape.str() + " is not its " + n.shape.str());
+  ref::Tensor y = contract(a, b, n);
+  for (double& v : y.f) v = static_cast<float>(v);
+  return ref::binary(ref::Binary::Add, base, y);
+}
+
 ref::Tensor reshape(const ref::Tensor& x, const Node& n) {
   ref::Tensor y = x;
   y.shape = n.shape;
@@ -133,10 +147,7 @@ ref::Tensor runPlain(const Node& n, const std::vector<ref::Tensor>& x, const Run
     case Op::Unary: return ref::unary(unaryOf(n), x[0]);
     case Op::UnaryGrad: return ref::unaryBackward(unaryOf(n), x[0], x[1]);
     case Op::Binary: return binary(x[0], x[1], n);
-    case Op::Contract: {
-      ref::Tensor y = ref::contract(x[0], x[1]);
-      return y.shape == n.shape ? y : ref::alignTo(y, n.shape);
-    }
+    case Op::Contract: return x.size() == 3 ? contractInto(x[0], x[1], x[2], n) : contract(x[0], x[1], n);
     case Op::Reduce: return reduce(x[0], n);
     case Op::MaxGrad: return ref::reduceMaxBackward(x[0], n.names, x[1]);
     case Op::Softmax: return ref::softmax(x[0], n.names.at(0));

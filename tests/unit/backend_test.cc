@@ -202,6 +202,67 @@ TEST_F(BackendTest, ContractLayouts) {
   }
 }
 
+// A contraction that adds its product into a base (the accumulate-into-
+// contraction pass): the reference equals its unfused add(base, a @ b) bit
+// for bit; fast agrees with it within the GEMM tolerance, through the GEMM's
+// beta = 1 (C laid out as the output, directly or with the operands
+// swapped), through a permuted C added after, and over an empty sum (base +
+// 0: −0 becomes +0); NaN and ±inf in the base carry through; in place (the
+// base is the output's memory, as the planner lays it out) gives the same
+// bits as out of place.
+TEST_F(BackendTest, ContractIntoABase) {
+  const Dim M{"m", 7}, N{"n", 33}, K{"k", 19}, Z{"z", 0};
+  struct Case {
+    Shape a, b, out;
+  };
+  const std::vector<Case> cases = {
+      {sh({M, K}), sh({K, N}), sh({M, N})},          // C is the output: beta = 1
+      {sh({K, M}), sh({N, K}), sh({N, M})},          // [N, M]: b · a, still beta = 1
+      {sh({H, M, K}), sh({K, N}), sh({M, N, H})},    // C permuted into the output, then added
+      {sh({M, Z}), sh({Z, N}), sh({M, N})},          // an empty sum
+      {sh({M, K}), sh({K, Dim{"w", 512}}), sh({M, Dim{"w", 512}})},  // B rows padded
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.out.str() + " from " + c.a.str() + " @ " + c.b.str());
+    Buf a = rand(c.a), b = rand(c.b), base = rand(c.out);
+    base.f[0] = std::nanf("");
+    base.f[1] = INFINITY;
+    base.f[2] = -INFINITY;
+    base.f[3] = -0.0f;
+    Node into = node(Op::Contract, c.out);
+    Buf got = check(into, {&a, &b, &base});
+    Outcome product = runNode(*ref_, node(Op::Contract, c.out), {&a, &b}, ctx_);
+    Outcome unfused = runNode(*ref_, node(Op::Binary, c.out, DType::F32, "add"), {&base, &product.out}, ctx_);
+    ASSERT_TRUE(product.status.ok && unfused.status.ok);
+    for (size_t k = 0; k < got.f.size(); ++k) {
+      ASSERT_EQ(std::isnan(got.f[k]), std::isnan(unfused.out.f[k])) << "element " << k;
+      if (!std::isnan(got.f[k]))
+        ASSERT_EQ(std::bit_cast<uint32_t>(got.f[k]), std::bit_cast<uint32_t>(unfused.out.f[k])) << "element " << k;
+    }
+    Outcome fused = runNode(*fast_, into, {&a, &b, &base}, ctx_);
+    ASSERT_TRUE(fused.status.ok) << fused.status.message;
+    EXPECT_TRUE(std::isnan(fused.out.f[0]));
+    EXPECT_EQ(fused.out.f[1], INFINITY);
+    EXPECT_EQ(fused.out.f[2], -INFINITY);
+    if (c.a.has("z")) EXPECT_FALSE(std::signbit(fused.out.f[3])) << "-0 + 0 is +0";
+    Buf inplace = base;
+    TensorView a_v = a.view(), b_v = b.view(), io = inplace.view();
+    KernelStatus st = fast_->run(into, {&a_v, &b_v, &io}, io, ctx_);
+    ASSERT_TRUE(st.ok) << st.message;
+    for (size_t k = 0; k < inplace.f.size(); ++k) {
+      ASSERT_EQ(std::isnan(inplace.f[k]), std::isnan(fused.out.f[k])) << "element " << k;
+      if (!std::isnan(inplace.f[k]))
+        ASSERT_EQ(std::bit_cast<uint32_t>(inplace.f[k]), std::bit_cast<uint32_t>(fused.out.f[k])) << "element " << k;
+    }
+  }
+  // A base in another order than the output is refused, not misread (the
+  // reference aborts on it: a graph the pass cannot make).
+  Buf a = rand(sh({M, K})), b = rand(sh({K, N})), transposed = rand(sh({N, M}));
+  Outcome bad = runNode(*fast_, node(Op::Contract, sh({M, N})), {&a, &b, &transposed}, ctx_);
+  EXPECT_FALSE(bad.status.ok);
+  EXPECT_NE(bad.status.message.find("base"), std::string::npos) << bad.status.message;
+}
+
 TEST_F(BackendTest, ContractLargeOddSizes) {
   const Dim M{"m", 67}, N{"n", 129}, K{"k", 257};
   Buf a = rand(sh({K, M})), b = rand(sh({N, K}));

@@ -36,6 +36,14 @@ std::optional<std::string> runFallible(const Node& n, const std::vector<const Te
     case Op::Contract: {
       if (!n.epilogue.empty()) return fast::contractEpilogue(n, in, out, s);
       std::string err;
+      if (in.size() == 3) {  // base + a @ b (the accumulate-into-contraction pass)
+        if (!(x(2).shape == out.shape))
+          return "fast backend: contract node %" + std::to_string(n.id) + ": its base " + x(2).shape.str() +
+                 " is not laid out as its " + out.shape.str();
+        if (!fast::contractInto(x(0).f(), x(0).shape, x(1).f(), x(1).shape, x(2).f(), out.f(), out.shape, s.a, &err))
+          return err;
+        return "";
+      }
       if (!fast::contract(x(0).f(), x(0).shape, x(1).f(), x(1).shape, out.f(), out.shape, s.a, &err)) return err;
       return "";
     }

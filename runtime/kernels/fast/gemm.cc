@@ -199,31 +199,36 @@ int64_t copied(const ContractPlan& p) {
   return (p.permute_a ? p.m * p.k : 0) + (p.permute_b ? p.k * p.n : 0) + (p.permute_c ? p.m * p.n : 0);
 }
 
-}  // namespace
-
-bool contract(const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, float* out,
-              const Shape& out_shape, std::vector<float>& scratch, std::string* error) {
+// The GEMM into out; with `accumulate`, out already holds the base the
+// product is added to.
+bool gemmInto(const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, float* out,
+              const Shape& out_shape, bool accumulate, std::vector<float>& scratch, std::string* error) {
   ContractPlan p = planContract(a_shape, b_shape, out_shape);
   if (p.permute_c) {
     // out wants [N…, M…]: b @ a gives that order directly (Cᵀ = Bᵀ·Aᵀ), e.g.
     // a weight's gradient [vocab, d] from x [tokens, d] and dy [tokens, vocab].
     ContractPlan q = planContract(b_shape, a_shape, out_shape);
-    if (copied(q) < copied(p)) return contract(b, b_shape, a, a_shape, out, out_shape, scratch, error);
+    if (copied(q) < copied(p)) return gemmInto(b, b_shape, a, a_shape, out, out_shape, accumulate, scratch, error);
   }
   if (p.m == 0 || p.n == 0) return true;
-  if (p.k == 0) {  // an empty sum
-    std::memset(out, 0, static_cast<size_t>(p.m * p.n) * sizeof(float));
+  if (p.k == 0) {  // an empty sum: 0, added as add(base, 0) would (−0 becomes +0)
+    if (!accumulate) std::memset(out, 0, static_cast<size_t>(p.m * p.n) * sizeof(float));
+    else
+      for (int64_t i = 0; i < p.m * p.n; ++i) out[i] += 0.0f;
     return true;
   }
   const bool pad = padB(p);
-  // One scratch block: [a copy | b copy | padded b | C], each part only when needed.
+  // One scratch block: [a copy | b copy | padded b | C | C permuted], each part only when needed.
   const int64_t na = p.permute_a ? p.m * p.k : 0, nb = p.permute_b ? p.k * p.n : 0;
   const int64_t np = pad ? p.k * (p.n + kPadRows) : 0, nc = p.permute_c ? p.m * p.n : 0;
-  if (static_cast<int64_t>(scratch.size()) < na + nb + np + nc) scratch.resize(static_cast<size_t>(na + nb + np + nc));
+  const int64_t nd = p.permute_c && accumulate ? p.m * p.n : 0;
+  if (static_cast<int64_t>(scratch.size()) < na + nb + np + nc + nd)
+    scratch.resize(static_cast<size_t>(na + nb + np + nc + nd));
   float* sa = scratch.data();
   float* sb = sa + na;
   float* sp = sb + nb;
   float* sc = sp + np;
+  float* sd = sc + nc;
   if (p.permute_a) alignCopy(a, a_shape, sa, p.a_as);
   if (p.permute_b) alignCopy(b, b_shape, sb, p.b_as);
   const float* aa = p.permute_a ? sa : a;
@@ -235,9 +240,29 @@ bool contract(const float* a, const Shape& a_shape, const float* b, const Shape&
     ldb = p.n + kPadRows;
   }
   float* c = p.permute_c ? sc : out;
-  if (!sgemm(p.ta, p.tb, p.m, p.n, p.k, 1.0f, aa, p.ta == 'N' ? p.k : p.m, bb, ldb, 0.0f, c, p.n, error)) return false;
-  if (p.permute_c) alignCopy(sc, p.c_as, out, out_shape);
+  const float beta = accumulate && !p.permute_c ? 1.0f : 0.0f;  // C = A·B + C: the base is out
+  if (!sgemm(p.ta, p.tb, p.m, p.n, p.k, 1.0f, aa, p.ta == 'N' ? p.k : p.m, bb, ldb, beta, c, p.n, error)) return false;
+  if (!p.permute_c) return true;
+  if (!accumulate) {
+    alignCopy(sc, p.c_as, out, out_shape);
+    return true;
+  }
+  alignCopy(sc, p.c_as, sd, out_shape);
+  for (int64_t i = 0; i < p.m * p.n; ++i) out[i] += sd[i];
   return true;
+}
+
+}  // namespace
+
+bool contract(const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, float* out,
+              const Shape& out_shape, std::vector<float>& scratch, std::string* error) {
+  return gemmInto(a, a_shape, b, b_shape, out, out_shape, false, scratch, error);
+}
+
+bool contractInto(const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, const float* base,
+                  float* out, const Shape& out_shape, std::vector<float>& scratch, std::string* error) {
+  if (base != out) std::memcpy(out, base, static_cast<size_t>(count(out_shape)) * sizeof(float));
+  return gemmInto(a, a_shape, b, b_shape, out, out_shape, true, scratch, error);
 }
 
 bool biasFits(const Shape& a, const Shape& b, const Shape& out, const Shape& bias) {

@@ -63,4 +63,13 @@ bool contractBias(const float* a, const Shape& a_shape, const float* b, const Sh
 bool contract(const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, float* out,
               const Shape& out_shape, std::vector<float>& scratch, std::string* error);
 
+// out[out_shape] = base + a @ b, base laid out as out (it may be out itself:
+// in place, the planner's usual case). When the GEMM writes C straight into
+// out, it adds the product itself (beta = 1); when C must be permuted into
+// out's order, the permuted product is added after. The product's sum is
+// not rounded to f32 before base joins it, so the result may differ from
+// add(base, a @ b) in the last bits, as a GEMM's blocking may.
+bool contractInto(const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, const float* base,
+                  float* out, const Shape& out_shape, std::vector<float>& scratch, std::string* error);
+
 }  // namespace dtl::rt::fast
