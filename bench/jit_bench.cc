@@ -7,7 +7,8 @@
 //    Fashion and char GPT samples and the GPT-2-shaped step of
 //    bench/specs/gpt_step_bench.dtl with the fast kernels and with jit
 //    (median of N), the contractions' share of it, and the traffic count.
-// usage: jit_bench [SAMPLES_DIR] [runs]
+// usage: jit_bench [SAMPLES_DIR] [runs]; JIT_BENCH_NO_ACCUMULATE=1 compiles
+// without the accumulate-into-contraction pass (its before and after).
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +35,7 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 bool compileSpec(driver::Frontend& fe, const std::string& path, const std::vector<std::string>& sets) {
   driver::FrontendOptions o;
   o.sets = sets;
+  o.accumulate_into_contraction = !getenv("JIT_BENCH_NO_ACCUMULATE");
   if (fe.run(path, o, driver::Stop::Grad) != 0) {
     std::fprintf(stderr, "%s", fe.diagnostics().render().c_str());
     return false;
