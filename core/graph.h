@@ -33,10 +33,10 @@ enum class Op {
   Unary,      // fn: relu gelu gelu_tanh silu tanh sigmoid exp log sqrt rsqrt neg abs
   Binary,     // fn: add sub mul div eq ne lt le gt ge; broadcast by name to this shape
   // contractions and reductions
-  Contract,   // inputs[0] @ inputs[1]: sums the shared names. With a third input `base` (this node's shape, names
-              // in order, f32): base + the product (accumulate-into-contraction pass; the reference rounds the
-              // product to f32 first, as the add did; a GEMM adds into base, beta = 1). The planner computes base
-              // into this node's storage where it can, else the kernel copies it there first
+  Contract,   // inputs[0] @ inputs[1]: sums the shared names. A third input without an epilogue is a `base` (this
+              // node's shape, names in order, f32): base + the product (accumulate-into-contraction pass; the reference
+              // rounds the product to f32 first, as the add did; a GEMM adds into base, beta = 1). The planner
+              // computes base into this node's storage where it can, else the kernel copies it there first
   Reduce,     // fn: sum mean max; over names
   Softmax,    // over names[0]
   LogSoftmax, // over names[0]
