@@ -5,8 +5,8 @@
 //    dim order:
 //    - Unary (every fn of region.h), Binary (arithmetic on f32; a comparison
 //      gives Bool), Reduce sum|mean|max over one name, ReduceTo that removes
-//      one or more names (a sum over each in turn: a bias's gradient over
-//      batch and seq), Softmax and LogSoftmax (region.h's max → sub → exp →
+//      one name (with FuseRules::several_name_sums, off by default, one or
+//      more: a sum over each in turn, a bias's gradient over batch and seq), Softmax and LogSoftmax (region.h's max → sub → exp →
 //      sum → div|log chain), UnaryGrad (region.h's unaryGrad: one node, f'
 //      as one formula), SoftmaxGrad and LogSoftmaxGrad, Normalize,
 //      RmsNormalize and their *Grad over one name (region.h's composites, the
@@ -185,7 +185,9 @@ class Fuser {
         return dim && *dim == n.names[0];
       }
       case Op::ReduceTo:
-        return n.dtype == DType::F32 && n.inputs.size() == 1 && removesDims(regionShape(n.inputs[0]), n.shape);
+        return n.dtype == DType::F32 && n.inputs.size() == 1 &&
+               (rules_.several_name_sums ? removesDims(regionShape(n.inputs[0]), n.shape)
+                                         : removedDim(regionShape(n.inputs[0]), n.shape).has_value());
       case Op::Softmax:
       case Op::LogSoftmax:
         return rules_.transcendentals && n.dtype == DType::F32 && n.inputs.size() == 1 && n.names.size() == 1 &&

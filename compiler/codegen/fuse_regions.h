@@ -46,6 +46,14 @@ struct FuseRules {
   // (fold_epilogues.h), applied by the program planner before the regions
   // are cut: they leave the regions. Off unless a planner asks.
   EpilogueRules epilogues;
+  // A ReduceTo that removes several names (a bias's or a gain's gradient,
+  // summed over batch and seq) in a region: it cuts the step's non-GEMM
+  // bytes (char GPT 0.63 -> 0.51 of node by node), but the kernel plan runs a
+  // region with a sum over its leading dims on one thread and evaluates the
+  // summed value again in the sum's phase, so such regions ran 3-5x slower
+  // than the fast kernels (docs/compiler.md). Off until the plan splits
+  // those sums over the kept dims.
+  bool several_name_sums = false;
 };
 
 // The regions of schedule `s` of the program (the training schedule's by default).
