@@ -62,9 +62,9 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
-#include <functional>
 #include <set>
 #include <stdexcept>
 

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <vector>
 #include <set>
+#include <vector>
 
 namespace dtl::codegen {
 

@@ -39,13 +39,6 @@ KernelStatus store(const ref::Tensor& t, TensorView& out) {
   return {};
 }
 
-std::optional<ref::Binary> parseBinary(const std::string& fn) {
-  static const char* const kFns[] = {"add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge"};
-  for (int k = 0; k < 10; ++k)
-    if (fn == kFns[k]) return static_cast<ref::Binary>(k);
-  return std::nullopt;
-}
-
 // Flat offset in `full` of each element of copy `index` along dim `name`
 // (the copy's elements in row-major order of `full` without that dim).
 std::vector<int64_t> copyOffsets(const Shape& full, const std::string& name, int64_t index) {
@@ -95,7 +88,7 @@ ref::Unary unaryOf(const Node& n) {
 }
 
 ref::Tensor binary(const ref::Tensor& a, const ref::Tensor& b, const Node& n) {
-  auto op = parseBinary(n.fn);
+  auto op = ref::parseBinary(n.fn);
   DTL_REF_CHECK(op.has_value(), "binary." + n.fn);
   ref::Tensor y = ref::binary(*op, a, b);
   return y.shape == n.shape ? y : ref::alignTo(y, n.shape);

@@ -11,17 +11,6 @@
 
 namespace dtl::rt::fast {
 
-namespace {
-
-std::optional<ref::Binary> binaryOf(const std::string& fn) {
-  static const char* const kFns[] = {"add", "sub", "mul", "div"};
-  for (int k = 0; k < 4; ++k)
-    if (fn == kFns[k]) return static_cast<ref::Binary>(k);
-  return std::nullopt;
-}
-
-}  // namespace
-
 std::string contractEpilogue(const ir::Node& n, const std::vector<const TensorView*>& in, TensorView& out,
                              Scratch& s) {
   const TensorView& a = *in.at(0);
@@ -45,8 +34,9 @@ std::string contractEpilogue(const ir::Node& n, const std::vector<const TensorVi
     c.data = s.b.data();
     if (o.op == ir::Op::Unary && ref::parseUnary(o.fn)) {
       unary(*ref::parseUnary(o.fn), c, out);
-    } else if (o.op == ir::Op::Binary && binaryOf(o.fn) && o.operand >= 0) {
-      binary(*binaryOf(o.fn), c, *in.at(static_cast<size_t>(o.operand)), out);
+    } else if (const auto bin = ref::parseBinary(o.fn);
+               o.op == ir::Op::Binary && bin && !ref::isComparison(*bin) && o.operand >= 0) {
+      binary(*bin, c, *in.at(static_cast<size_t>(o.operand)), out);
     } else {
       return "fast backend: contract node %" + std::to_string(n.id) + ": no kernel for its post-op " + o.fn;
     }

@@ -17,13 +17,6 @@ namespace {
 using ir::Node;
 using ir::Op;
 
-std::optional<ref::Binary> parseBinary(const std::string& fn) {
-  static const char* const kFns[] = {"add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge"};
-  for (int k = 0; k < 10; ++k)
-    if (fn == kFns[k]) return static_cast<ref::Binary>(k);
-  return std::nullopt;
-}
-
 KernelStatus fail(const Node& n, const std::string& why) {
   return {false, std::string("fast backend: ") + ir::opName(n.op) + " node %" + std::to_string(n.id) + ": " + why};
 }
@@ -84,7 +77,7 @@ bool runPlain(const Node& n, const std::vector<const TensorView*>& in, TensorVie
       fast::unaryGrad(*unaryOp(), x(0), x(1), out);
       return true;
     case Op::Binary: {
-      auto op = parseBinary(n.fn);
+      auto op = ref::parseBinary(n.fn);
       if (!op) return false;
       fast::binary(*op, x(0), x(1), out);
       return true;

@@ -158,6 +158,13 @@ const char* binaryName(Binary op) {
 
 bool isComparison(Binary op) { return op >= Binary::Eq; }
 
+std::optional<Binary> parseBinary(std::string_view fn) {
+  static const char* const kFns[] = {"add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge"};
+  for (int k = 0; k < 10; ++k)
+    if (fn == kFns[k]) return static_cast<Binary>(k);
+  return std::nullopt;
+}
+
 Shape broadcastShape(const Shape& a, const Shape& b) {
   std::optional<Shape> s = broadcastByName(a, b);
   DTL_REF_CHECK(s.has_value(), "broadcast of " + a.str() + " and " + b.str());

@@ -28,6 +28,8 @@ Tensor unaryBackward(Unary op, const Tensor& x, const Tensor& dy);
 enum class Binary { Add, Sub, Mul, Div, Eq, Ne, Lt, Le, Gt, Ge };
 const char* binaryName(Binary op);  // "+", "==", …
 bool isComparison(Binary op);
+// From the graph's Binary fn ("add" … "ge", core/graph.h).
+std::optional<Binary> parseBinary(std::string_view fn);
 
 // The result's dim order: if one operand's names are a subset of the other's,
 // the larger operand's order (a's when the sets are equal); otherwise a's names
