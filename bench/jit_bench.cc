@@ -4,7 +4,7 @@
 //    the first kernel) and loaded warm from that cache (a new runner: every
 //    kernel read back from the folder). Goals: < 1 s cold, < 50 ms warm.
 // 2. One training run (forward + backward, no optimiser step) of the MLP,
-//    Fashion and char GPT samples and the GPT-2-shaped step of
+//    the MLP benchmark (784-1024-1024-10, batch 256), Fashion and char GPT samples and the GPT-2-shaped step of
 //    bench/specs/gpt_step_bench.dtl with the fast kernels and with jit
 //    (median of N), the contractions' share of it, and the traffic count.
 // usage: jit_bench [SAMPLES_DIR] [runs]; JIT_BENCH_NO_ACCUMULATE=1 compiles
@@ -255,6 +255,7 @@ int main(int argc, char** argv) {
   const int runs = argc > 2 ? std::atoi(argv[2]) : 20;
   compileFigures(samples);
   stepFigures(samples, "synthetic_mlp.dtl", {}, runs);
+  stepFigures(samples, "../bench/specs/mlp_bench.dtl", {}, runs);
   stepFigures(samples, "fashion_mnist_mlp.dtl", {}, runs);
   stepFigures(samples, "char_gpt.dtl", {}, std::max(3, runs / 4));
   stepFigures(samples, "../bench/specs/gpt_step_bench.dtl", {}, std::max(2, runs / 10));
