@@ -3,8 +3,9 @@
 //    empty object cache; the process's JIT already started, as it is after
 //    the first kernel) and loaded warm from that cache (a new runner: every
 //    kernel read back from the folder). Goals: < 1 s cold, < 50 ms warm.
-// 2. One training run (forward + backward, no optimiser step) of the MLP,
-//    the MLP benchmark (784-1024-1024-10, batch 256), Fashion and char GPT samples and the GPT-2-shaped step of
+// 2. One training run (forward + backward, no optimiser step) of the
+//    synthetic MLP, the MLP benchmark (784-1024-1024-10, batch 256), the
+//    Fashion and char GPT samples and the GPT-2-shaped step of
 //    bench/specs/gpt_step_bench.dtl with the fast kernels and with jit
 //    (median of N), the contractions' share of it, and the traffic count.
 // usage: jit_bench [SAMPLES_DIR] [runs]; JIT_BENCH_NO_ACCUMULATE=1 compiles

@@ -3,6 +3,7 @@
 #include "runtime/kernels/reference/elementwise.h"
 
 #include <cmath>
+#include <iterator>
 #include <numbers>
 
 #include "runtime/kernels/reference/convert.h"
@@ -160,7 +161,7 @@ bool isComparison(Binary op) { return op >= Binary::Eq; }
 
 std::optional<Binary> parseBinary(std::string_view fn) {
   static const char* const kFns[] = {"add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge"};
-  for (int k = 0; k < 10; ++k)
+  for (size_t k = 0; k < std::size(kFns); ++k)  // in Binary's order
     if (fn == kFns[k]) return static_cast<Binary>(k);
   return std::nullopt;
 }
