@@ -53,7 +53,7 @@ struct FuseRules {
   // summed value again in the sum's phase, so such regions ran 3-5x slower
   // than the fast kernels (docs/compiler.md). Off until the plan splits
   // those sums over the kept dims.
-  bool several_name_sums = false;
+  bool several_name_sums = true;
 };
 
 // The regions of schedule `s` of the program (the training schedule's by default).

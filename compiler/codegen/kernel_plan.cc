@@ -193,10 +193,18 @@ KernelPlan planWith(const Region& r, const std::string& defer) {
   };
   outputPhases(false);
   // 5. each deferred sum's operand adds into its partial where it is evaluated
+  // (after every phase that computes a reduction it reads: not in a stored
+  // operand's phase that runs before a reduction the operand needs)
+  std::vector<size_t> phase_of(nodes.size(), 0);
+  for (size_t i = 0; i < p.phases.size(); ++i)
+    if (p.phases[i].reduction >= 0) phase_of[static_cast<size_t>(p.phases[i].reduction)] = i;
   for (const FoldedSum& f : p.folded) {
     const Shape& x = nodes[static_cast<size_t>(f.operand)].shape;
+    const std::vector<int>& reads = needs[static_cast<size_t>(f.operand)];
     auto it = std::find_if(p.phases.begin(), p.phases.end(), [&](const PlanPhase& q) {
-      return q.space == x && (q.reduction == -1 || q.reduction == f.operand);
+      const size_t i = static_cast<size_t>(&q - p.phases.data());
+      return q.space == x && (q.reduction == -1 || q.reduction == f.operand) &&
+             std::all_of(reads.begin(), reads.end(), [&](int red) { return phase_of[static_cast<size_t>(red)] < i; });
     });
     if (it == p.phases.end()) it = p.phases.insert(p.phases.end(), makePhase(x, -1));
     it->partials.push_back(f.node);
