@@ -19,11 +19,13 @@ std::vector<std::vector<int>> consumersOf(const Nodes& nodes) {
   return cons;
 }
 
-// Whether any value read from `id` (transitively) has dim `d`.
-bool readByDim(const Nodes& nodes, const std::vector<std::vector<int>>& cons, int id, const std::string& d) {
-  for (int c : cons[static_cast<size_t>(id)])
-    if (nodes[static_cast<size_t>(c)].shape.has(d) || readByDim(nodes, cons, c, d)) return true;
-  return false;
+// Per node: whether a value that reads it (transitively) has dim `d`.
+// Consumers come after their operands, so one backward pass.
+std::vector<bool> readByDim(const Nodes& nodes, const std::vector<std::vector<int>>& cons, const std::string& d) {
+  std::vector<bool> by(nodes.size(), false);
+  for (size_t k = nodes.size(); k-- > 0;)
+    for (int c : cons[k]) by[k] = by[k] || nodes[static_cast<size_t>(c)].shape.has(d) || by[static_cast<size_t>(c)];
+  return by;
 }
 
 // Step 5's deferred sums over `d` (kernel_plan.h). inner[k]: a Sum whose only
@@ -38,6 +40,7 @@ std::vector<FoldedSum> foldedSums(const Region& r, const std::vector<std::vector
     inner[k] = isSum(static_cast<int>(k)) && cons[k].size() == 1 && isSum(cons[k][0]);
   std::vector<FoldedSum> folded;
   std::vector<bool> deferred(nodes.size(), false);
+  const std::vector<bool> read_by_d = readByDim(nodes, cons, d);
   for (size_t k = 0; k < nodes.size(); ++k) {
     const RegionNode& n = nodes[k];
     if (n.kind != Kind::Reduce || n.reduce == ReduceFn::Max || (inner[k] && !output[k])) continue;
@@ -48,7 +51,7 @@ std::vector<FoldedSum> foldedSums(const Region& r, const std::vector<std::vector
     }
     const Shape& x = nodes[static_cast<size_t>(f.operand)].shape;
     if (x.rank() == 0 || x.dims[0].name != d || std::find(f.dims.begin(), f.dims.end(), d) == f.dims.end()) continue;
-    if (readByDim(nodes, cons, static_cast<int>(k), d)) continue;
+    if (read_by_d[k]) continue;
     deferred[k] = true;
     folded.push_back(std::move(f));
   }
