@@ -54,6 +54,12 @@ class Emitter {
   void loopNest(const Shape& s, size_t d, Coords& c, const std::function<void(const Coords&)>& body);
   void loopRange(Value* lo, Value* hi, const std::string& name, const std::function<void(Value*)>& body);
   void point(const PlanPhase& phase, const Coords& c);
+  void x86Entry(const std::string& symbol, bool tail);
+  void chunkedRows();
+  void addTo(Value* p, Value* v) { b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(f32(), p), v), p); }
+  Value* combine(int id, const Coords& c);
+  void gridStride(llvm::Function* f, const Shape& space, const std::function<void(Coords&)>& body);
+  void partialKernel(const FoldedSum& f, Coords& at);
   Value* elementPtr(int buffer, const Coords& c);
   Value* value(int id, const Coords& c, Memo& memo);
   Value* reduction(int id, const Coords& c);
@@ -78,6 +84,8 @@ class Emitter {
   const std::vector<int>* loads_ = nullptr;  // the phase being emitted: elementwise nodes it loads
   Value* begin_ = nullptr;    // x86: the rows of the split this call computes
   Value* end_ = nullptr;
+  bool rows_ = false;         // x86: the nest's outer loop runs over [begin_, end_) of the split
+  Value* chunk_ = nullptr;    // x86: the chunk of rows whose partials a point adds to
 };
 
 // A function over all buffers, `ptr noalias` each (the ABI promises they are
@@ -155,7 +163,7 @@ void Emitter::loopNest(const Shape& s, size_t d, Coords& c, const std::function<
     return;
   }
   const Dim& dim = s.dims[d];
-  if (d == 0 && !plan_.split.empty() && target_ == Target::X86) {  // rows [begin, end) of the split
+  if (d == 0 && rows_) {  // rows [begin, end) of the split
     loopRange(begin_, end_, dim.name, [&](Value* i) {
       c[dim.name] = i;
       loopNest(s, d + 1, c, body);
@@ -185,13 +193,38 @@ Value* Emitter::elementPtr(int buffer, const Coords& c) {
 void Emitter::point(const PlanPhase& phase, const Coords& c) {
   loads_ = &phase.loads;
   Memo memo;
-  Value* reduced = phase.reduction >= 0 ? reduction(phase.reduction, c) : nullptr;
+  Value* reduced = phase.combine ? combine(phase.reduction, c) : phase.reduction >= 0 ? reduction(phase.reduction, c) : nullptr;
   for (int buffer : phase.stores) {
     const PlanBuffer& buf = plan_.buffers[static_cast<size_t>(buffer)];
     Value* v = reduced ? reduced : value(buf.node, c, memo);
     if (buf.dtype == DType::Bool) v = b_.CreateZExt(v, b_.getInt8Ty());
     b_.CreateStore(v, elementPtr(buffer, c));
   }
+  if (target_ != Target::X86) return;  // NVPTX: partialKernel, a kernel of its own
+  for (int node : phase.partials) {
+    const FoldedSum& f = *plan_.foldedSum(node);
+    Value* v = phase.reduction == f.operand ? reduced : value(f.operand, c, memo);
+    Coords at = c;
+    at[kChunkDim] = chunk_;
+    addTo(elementPtr(f.partial, at), v);
+  }
+}
+
+// A deferred sum: its partials added in chunk order (never reassociated:
+// the order is what makes the result independent of the threads).
+Value* Emitter::combine(int id, const Coords& at) {
+  const RegionNode& n = r_.node(id);
+  const FoldedSum& f = *plan_.foldedSum(id);
+  Coords c = at;
+  Value* acc = loop(plan_.chunks, kChunkDim, flt(0.0), [&](Value* i, Value* acc) -> Value* {
+    c[kChunkDim] = i;
+    return b_.CreateFAdd(acc, b_.CreateLoad(f32(), elementPtr(f.partial, c)));
+  });
+  if (n.reduce == ReduceFn::Mean) {
+    const Shape& in = r_.node(n.a).shape;
+    acc = b_.CreateFDiv(acc, flt(static_cast<double>(in.dims[static_cast<size_t>(in.find(n.dim))].size)));
+  }
+  return acc;
 }
 
 Value* Emitter::reduction(int id, const Coords& at) {
@@ -441,14 +474,54 @@ Value* Emitter::derivative(UnaryFn fn, Value* d) {
 }
 
 void Emitter::emitX86(const std::string& symbol) {
+  x86Entry(symbol, false);
+  if (plan_.hasTail()) x86Entry(symbol + "_tail", true);  // run once, after every chunk's rows
+}
+
+// Rows [begin, end) chunk by chunk: each chunk's partials start at 0, then
+// every row phase runs over the chunk's rows, adding into them.
+void Emitter::chunkedRows() {
+  Value *begin = begin_, *end = end_;
+  Value* rows = b_.getInt64(plan_.chunk_rows);
+  Value* first = b_.CreateUDiv(begin, rows);
+  Value* last = b_.CreateUDiv(b_.CreateAdd(end, b_.getInt64(plan_.chunk_rows - 1)), rows);
+  loopRange(first, last, "chunk", [&](Value* chunk) {
+    chunk_ = chunk;
+    Value* lo = b_.CreateMul(chunk, rows);
+    begin_ = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, begin, lo);
+    end_ = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, end, b_.CreateAdd(lo, rows));
+    for (const FoldedSum& f : plan_.folded) {
+      rows_ = false;
+      Coords c;
+      c[kChunkDim] = chunk;
+      loopNest(r_.node(f.node).shape, 0, c, [&](const Coords& at) { b_.CreateStore(flt(0.0), elementPtr(f.partial, at)); });
+    }
+    rows_ = true;
+    for (const PlanPhase& phase : plan_.phases) {
+      if (phase.tail) continue;
+      Coords c;
+      loopNest(phase.space, 0, c, [&](const Coords& at) { point(phase, at); });
+    }
+  });
+  begin_ = begin;
+  end_ = end;
+}
+
+void Emitter::x86Entry(const std::string& symbol, bool tail) {
   // The phases in an internal always-inline body whose parameters are noalias
   // (inlining turns that into alias scopes, so loops vectorise without runtime
   // checks), called from the entry point with the pointers from the array.
   llvm::Function* body = bodyFunction(symbol + ".body", llvm::GlobalValue::InternalLinkage);
   body->addFnAttr(llvm::Attribute::AlwaysInline);
-  for (const PlanPhase& phase : plan_.phases) {
-    Coords c;
-    loopNest(phase.space, 0, c, [&](const Coords& at) { point(phase, at); });
+  if (!tail && !plan_.folded.empty()) {
+    chunkedRows();
+  } else {
+    rows_ = !tail && !plan_.split.empty();
+    for (const PlanPhase& phase : plan_.phases) {
+      if (phase.tail != tail) continue;
+      Coords c;
+      loopNest(phase.space, 0, c, [&](const Coords& at) { point(phase, at); });
+    }
   }
   b_.CreateRetVoid();
 
@@ -465,44 +538,90 @@ void Emitter::emitX86(const std::string& symbol) {
   b_.CreateRetVoid();
 }
 
+// for (i = gid; i < points; i += grid size) body(the point's coordinates), i
+// in the space's row-major order.
+void Emitter::gridStride(llvm::Function* f, const Shape& space, const std::function<void(Coords&)>& body) {
+  int64_t points = space.elements().value_or(0);
+  if (points <= 0) return;
+  auto sreg = [&](llvm::Intrinsic::ID id) {
+    return b_.CreateZExt(b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, id)), i64());
+  };
+  Value* ntid = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x);
+  Value* gid = b_.CreateAdd(b_.CreateMul(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x), ntid),
+                            sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), "gid");
+  Value* step = b_.CreateMul(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x), ntid, "gridsize");
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  auto* head = llvm::BasicBlock::Create(ctx_, "point", f);
+  auto* exit = llvm::BasicBlock::Create(ctx_, "done", f);
+  b_.CreateCondBr(b_.CreateICmpULT(gid, b_.getInt64(points)), head, exit);
+  b_.SetInsertPoint(head);
+  llvm::PHINode* i = b_.CreatePHI(i64(), 2, "i");
+  i->addIncoming(gid, pre);
+  Coords c;
+  Value* rest = i;
+  for (size_t d = space.rank(); d-- > 0;) {
+    const Dim& dim = space.dims[d];
+    c[dim.name] = d == 0 ? rest : b_.CreateURem(rest, b_.getInt64(dim.size), dim.name);
+    if (d > 0) rest = b_.CreateUDiv(rest, b_.getInt64(dim.size));
+  }
+  body(c);
+  Value* next = b_.CreateAdd(i, step, "next", true, true);
+  i->addIncoming(next, b_.GetInsertBlock());
+  b_.CreateCondBr(b_.CreateICmpULT(next, b_.getInt64(points)), head, exit);
+  b_.SetInsertPoint(exit);
+}
+
+// One partial element (a chunk, a point of the sum's result) per thread: the
+// chunk's rows and the other summed dims in the order of the x86 nest
+// (row-major over the operand's shape), so the sum is the x86 kernel's.
+void Emitter::partialKernel(const FoldedSum& f, Coords& at) {
+  const Shape& x = r_.node(f.operand).shape;
+  const Shape& kept = r_.node(f.node).shape;
+  Value* p = elementPtr(f.partial, at);
+  b_.CreateStore(flt(0.0), p);
+  Value* lo = b_.CreateMul(at.at(kChunkDim), b_.getInt64(plan_.chunk_rows));
+  Value* hi = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(lo, b_.getInt64(plan_.chunk_rows)),
+                                       b_.getInt64(plan_.rows));
+  std::function<void(size_t)> nest = [&](size_t d) {
+    if (d == x.rank()) {
+      Memo memo;
+      addTo(p, value(f.operand, at, memo));
+      return;
+    }
+    if (kept.has(x.dims[d].name)) return nest(d + 1);
+    loop(x.dims[d].size, x.dims[d].name, nullptr, [&](Value* i, Value*) -> Value* {
+      at[x.dims[d].name] = i;
+      nest(d + 1);
+      return nullptr;
+    });
+  };
+  loopRange(lo, hi, x.dims[0].name, [&](Value* row) {
+    at[x.dims[0].name] = row;
+    nest(1);
+  });
+}
+
 void Emitter::emitNvptx(const std::string& symbol) {
   llvm::NamedMDNode* annotations = m_.getOrInsertNamedMetadata("nvvm.annotations");
-  for (size_t k = 0; k < plan_.phases.size(); ++k) {
-    const PlanPhase& phase = plan_.phases[k];
-    llvm::Function* f = bodyFunction(phaseKernelName(symbol, k), llvm::GlobalValue::ExternalLinkage);
+  auto kernel = [&](const std::string& name) {
+    llvm::Function* f = bodyFunction(name, llvm::GlobalValue::ExternalLinkage);
     llvm::Metadata* md[] = {llvm::ValueAsMetadata::get(f), llvm::MDString::get(ctx_, "kernel"),
                             llvm::ValueAsMetadata::get(b_.getInt32(1))};
     annotations->addOperand(llvm::MDNode::get(ctx_, md));
-    int64_t points = phase.space.elements().value_or(0);
-    if (points > 0) {
-      auto sreg = [&](llvm::Intrinsic::ID id) {
-        return b_.CreateZExt(b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, id)), i64());
-      };
-      Value* ntid = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x);
-      Value* gid = b_.CreateAdd(b_.CreateMul(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x), ntid),
-                                sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), "gid");
-      Value* step = b_.CreateMul(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x), ntid, "gridsize");
-      llvm::BasicBlock* pre = b_.GetInsertBlock();
-      auto* head = llvm::BasicBlock::Create(ctx_, "point", f);
-      auto* exit = llvm::BasicBlock::Create(ctx_, "done", f);
-      b_.CreateCondBr(b_.CreateICmpULT(gid, b_.getInt64(points)), head, exit);
-      b_.SetInsertPoint(head);
-      llvm::PHINode* i = b_.CreatePHI(i64(), 2, "i");
-      i->addIncoming(gid, pre);
-      Coords c;  // the point's coordinates: i in the space's row-major order
-      Value* rest = i;
-      for (size_t d = phase.space.rank(); d-- > 0;) {
-        const Dim& dim = phase.space.dims[d];
-        c[dim.name] = d == 0 ? rest : b_.CreateURem(rest, b_.getInt64(dim.size), dim.name);
-        if (d > 0) rest = b_.CreateUDiv(rest, b_.getInt64(dim.size));
-      }
-      point(phase, c);
-      Value* next = b_.CreateAdd(i, step, "next", true, true);
-      i->addIncoming(next, b_.GetInsertBlock());
-      b_.CreateCondBr(b_.CreateICmpULT(next, b_.getInt64(points)), head, exit);
-      b_.SetInsertPoint(exit);
-    }
+    return f;
+  };
+  for (size_t k = 0; k < plan_.phases.size(); ++k) {
+    const PlanPhase& phase = plan_.phases[k];
+    llvm::Function* f = kernel(phaseKernelName(symbol, k));
+    gridStride(f, phase.space, [&](Coords& c) { point(phase, c); });
     b_.CreateRetVoid();
+    for (size_t j = 0; j < phase.partials.size(); ++j) {  // launched after the phase, before the next
+      const FoldedSum& sum = *plan_.foldedSum(phase.partials[j]);
+      llvm::Function* g = kernel(partialKernelName(symbol, k, j));
+      loads_ = nullptr;
+      gridStride(g, plan_.buffers[static_cast<size_t>(sum.partial)].shape, [&](Coords& c) { partialKernel(sum, c); });
+      b_.CreateRetVoid();
+    }
   }
 }
 
@@ -526,6 +645,22 @@ void optimiseModule(llvm::Module& m, llvm::TargetMachine& tm) {
 }
 
 std::string phaseKernelName(const std::string& symbol, size_t k) { return symbol + "_p" + std::to_string(k); }
+
+std::string partialKernelName(const std::string& symbol, size_t k, size_t j) {
+  return phaseKernelName(symbol, k) + "_s" + std::to_string(j);
+}
+
+std::vector<std::pair<std::string, int64_t>> nvptxKernels(const KernelPlan& plan, const std::string& symbol) {
+  std::vector<std::pair<std::string, int64_t>> kernels;
+  for (size_t k = 0; k < plan.phases.size(); ++k) {
+    kernels.emplace_back(phaseKernelName(symbol, k), plan.phases[k].space.elements().value_or(0));
+    for (size_t j = 0; j < plan.phases[k].partials.size(); ++j) {
+      const FoldedSum& f = *plan.foldedSum(plan.phases[k].partials[j]);
+      kernels.emplace_back(partialKernelName(symbol, k, j), plan.buffers[static_cast<size_t>(f.partial)].elements());
+    }
+  }
+  return kernels;
+}
 
 std::unique_ptr<llvm::Module> emitRegion(const Region& r, const KernelPlan& plan, Target target,
                                          const std::string& symbol, llvm::LLVMContext& ctx) {

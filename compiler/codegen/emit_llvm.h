@@ -17,6 +17,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "compiler/codegen/kernel_plan.h"
 #include "compiler/codegen/region.h"
@@ -35,10 +37,14 @@ enum class Target { X86, NVPTX };
 // buffers in the plan's order (inputs, outputs, scratch), distinct and not
 // overlapping; the phases run in order as loop nests, last dim innermost,
 // the outermost over rows [begin, end) of the plan's split dim (ignored
-// without a split).
+// without a split); with deferred sums (plan.folded), chunk by chunk, begin
+// a chunk's first row; and, with tail phases, `SYMBOL_tail` (same
+// signature, begin and end ignored) runs them once after every row.
 // NVPTX: one kernel per phase, `SYMBOL_pK(ptr b0, …, ptr bN)` (every kernel
 // takes every buffer), launched in phase order with any 1-D grid: each thread
-// visits points gid, gid + gridsize, … of the phase's space.
+// visits points gid, gid + gridsize, … of the phase's space; after a phase
+// with partials, one kernel per deferred sum `SYMBOL_pK_sJ` over [chunk,
+// result] (one thread sums one chunk's rows). nvptxKernels lists them all.
 std::unique_ptr<llvm::Module> emitRegion(const Region& r, const KernelPlan& plan, Target target,
                                          const std::string& symbol, llvm::LLVMContext& ctx);
 
@@ -47,5 +53,8 @@ void optimiseModule(llvm::Module& m, llvm::TargetMachine& tm);
 
 // The NVPTX kernel name of phase `k`.
 std::string phaseKernelName(const std::string& symbol, size_t k);
+std::string partialKernelName(const std::string& symbol, size_t k, size_t j);
+// Every kernel in launch order with its points.
+std::vector<std::pair<std::string, int64_t>> nvptxKernels(const KernelPlan& plan, const std::string& symbol);
 
 }  // namespace dtl::codegen

@@ -5,7 +5,7 @@
 //    dim order:
 //    - Unary (every fn of region.h), Binary (arithmetic on f32; a comparison
 //      gives Bool), Reduce sum|mean|max over one name, ReduceTo that removes
-//      one name (with FuseRules::several_name_sums, off by default, one or
+//      one name (with FuseRules::several_name_sums, on by default, one or
 //      more: a sum over each in turn, a bias's gradient over batch and seq), Softmax and LogSoftmax (region.h's max → sub → exp →
 //      sum → div|log chain), UnaryGrad (region.h's unaryGrad: one node, f'
 //      as one formula), SoftmaxGrad and LogSoftmaxGrad, Normalize,

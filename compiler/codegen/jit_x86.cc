@@ -184,6 +184,18 @@ JitObject::~JitObject() {
   llvm::consumeError(e.jit->getExecutionSession().removeJITDylib(*resources_->dylib));
 }
 
+void* JitObject::lookup(const std::string& symbol) const {
+  if (!resources_ || !resources_->dylib) return nullptr;
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mu);
+  llvm::Expected<llvm::orc::ExecutorAddr> address = e.jit->lookup(*resources_->dylib, symbol);
+  if (!address) {
+    llvm::consumeError(address.takeError());
+    return nullptr;
+  }
+  return address->toPtr<void*>();
+}
+
 std::string hostCacheKey(const std::string& what) {
   Engine& e = engine();
   std::string text = what + "\n" + e.host.triple + "\n" + e.host.cpu + "\n" + e.host.features +
@@ -208,6 +220,7 @@ void JitKernel::run(const std::vector<const float*>& inputs, const std::vector<v
   for (void* p : outputs) args.push_back(p);
   for (std::vector<float>& s : scratch_) args.push_back(s.data());
   fn_(args.data(), 0, plan_.rows);
+  runTail(args.data());
 }
 
 std::unique_ptr<JitObject> jitObject(const std::string& key, const std::string& symbol, const ModuleEmitter& emit,
@@ -272,6 +285,13 @@ std::unique_ptr<JitKernel> compileX86(const Region& r, std::string* error, const
     return nullptr;
   }
   k->fn_ = reinterpret_cast<void (*)(void**, int64_t, int64_t)>(k->code_->address());
+  if (k->plan_.hasTail()) {
+    k->tail_fn_ = reinterpret_cast<void (*)(void**, int64_t, int64_t)>(k->code_->lookup(symbolFor(r) + "_tail"));
+    if (!k->tail_fn_) {
+      *error = "region `" + r.name() + "`: its kernel has no tail";
+      return nullptr;
+    }
+  }
   k->cached_ = k->code_->cached();
   k->compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return k;

@@ -37,6 +37,7 @@ class JitObject {
  public:
   ~JitObject();
   void* address() const { return address_; }
+  void* lookup(const std::string& symbol) const;  // another symbol of the object, or nullptr
   bool cached() const { return cached_; }  // loaded from the object cache, not compiled
   double ms() const { return ms_; }        // emit + optimise + machine code, or the cache's load
 
@@ -78,8 +79,13 @@ class JitKernel {
   void run(const std::vector<const float*>& inputs, const std::vector<void*>& outputs);
   // Reentrant: every buffer of the plan in its order (inputs, outputs, then
   // scratch the caller owns), rows [begin, end) of plan().split (0 and
-  // plan().rows for all). Disjoint row ranges may run on different threads.
+  // plan().rows for all; begin a chunk's first row where the plan has
+  // deferred sums). Disjoint row ranges may run on different threads; then
+  // runTail once, after all of them.
   void runRows(void* const* buffers, int64_t begin, int64_t end) const { fn_(const_cast<void**>(buffers), begin, end); }
+  void runTail(void* const* buffers) const {
+    if (tail_fn_) tail_fn_(const_cast<void**>(buffers), 0, 0);
+  }
   const KernelPlan& plan() const { return plan_; }
   double compileMs() const { return compile_ms_; }  // emit + optimise + machine code, or the cache's load
   bool cached() const { return cached_; }           // loaded from the object cache, not compiled
@@ -89,6 +95,7 @@ class JitKernel {
   JitKernel() = default;
   KernelPlan plan_;
   void (*fn_)(void**, int64_t, int64_t) = nullptr;
+  void (*tail_fn_)(void**, int64_t, int64_t) = nullptr;  // the plan's tail phases, or null
   bool cached_ = false;
   std::vector<std::vector<float>> scratch_;
   std::unique_ptr<JitObject> code_;  // the JIT's code for this kernel, freed with it
@@ -97,7 +104,8 @@ class JitKernel {
 
 // Bumped whenever the generator's output for a region changes: part of the cache key.
 // 2: f32 transcendentals, libmvec; 3: a reduction loads an output stored before it; 4: f32 gradients of the transcendentals
-inline constexpr int kGeneratorVersion = 4;
+// 5: deferred sums over the split dim (partials per chunk, a tail)
+inline constexpr int kGeneratorVersion = 5;
 
 // nullptr with *error set when the region is malformed or LLVM fails. With
 // a cache, an object stored under the region's key is loaded instead of

@@ -26,6 +26,30 @@
 //    independent — each point reads and writes only its own row of what the
 //    kernel stores — so the x86 kernel takes a range of rows and callers may
 //    run disjoint ranges on different threads.
+// 5. Sums over the split dim (a bias gradient: Σ over batch of relu'(…), or
+//    over batch and seq, a chain of Sum nodes) would leave a phase whose space
+//    lacks that dim, so the region would run on one thread, and the summed
+//    value would be evaluated twice (in the output phase and, strided, in the
+//    sum's). Such a sum is *deferred*: with its chain of Sums folded (an inner
+//    Sum whose only consumer is the next one is not computed unless it is an
+//    output), it is one sum of the chain's operand x over a set of dims that
+//    holds x's leading dim D. The phase whose space is x's shape (the output
+//    phase that stores x, else one of its own) adds x at each point into a
+//    per-chunk partial buffer [chunk, result]: the rows of D are cut into
+//    chunks fixed by the region's structure alone (chunk_rows, from its
+//    nodes' sizes: never the thread count nor which nodes are outputs), each
+//    chunk's partial summed in the nest's row-major order. After all chunks,
+//    the *tail* phases (unsplit, run once) combine the partials in chunk
+//    order into the sum's buffer, then compute whatever reads it. So x is
+//    evaluated once, contiguously, the region splits over D, and results are
+//    bitwise the same on any number of threads. Folding the chain (rather
+//    than partials of the first sum, [chunk, seq, d] for batch then seq)
+//    keeps the partials small ([chunk, d]) where D's rows are few and large
+//    (a GPT's batch): their bytes would otherwise match the output's. Only
+//    when no value downstream of the sum has D (a batch norm's would: it is
+//    left as it was, unsplit), and Sum or Mean (a Mean alone, not chained).
+//    The oracle checks a folded sum against x over all its dims (γₙ·Σ|x| with
+//    n their product): `folded` says which.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +76,16 @@ struct PlanPhase {
   int reduction = -1;       // the reduce node this phase computes, or -1 (an output phase)
   std::vector<int> stores;  // buffer indices written at each point
   std::vector<int> loads;   // a reduction's stored operand, loaded from its buffer (written by the phase before)
+  std::vector<int> partials;  // deferred sums (nodes) whose operand this phase adds into their partials
+  bool combine = false;       // `reduction` is deferred: this phase sums its partials in chunk order
+  bool tail = false;          // runs once, unsplit, after every chunk's rows
+};
+
+// A deferred sum: its chain folded into one sum of `operand` over `dims`.
+struct FoldedSum {
+  int node = -1, operand = -1;
+  std::vector<std::string> dims;  // in the order of the chain (the node's own dim last)
+  int partial = -1;               // its partial buffer: [chunk, node's shape]
 };
 
 struct KernelPlan {
@@ -62,7 +96,22 @@ struct KernelPlan {
   int inputs = 0, outputs = 0, scratch = 0;  // buffer counts by role
   std::string split;  // the dim every phase's outermost loop runs over, or "" (no split)
   int64_t rows = 1;   // its size (1 without a split)
+  // Chunks of rows: fixed by the region; a row range a caller runs starts at
+  // a chunk's first row when there are partials (each call starts its chunks' sums).
+  int64_t chunk_rows = 1, chunks = 1;
+  std::vector<FoldedSum> folded;  // the deferred sums, in node order
+  bool hasTail() const { return !phases.empty() && phases.back().tail; }
+  const FoldedSum* foldedSum(int node) const {
+    for (const FoldedSum& f : folded)
+      if (f.node == node) return &f;
+    return nullptr;
+  }
 };
+
+// The chunk's coordinate name in a partial buffer's shape.
+inline constexpr const char* kChunkDim = "%chunk";
+// About how many node evaluations one chunk of rows holds.
+inline constexpr int64_t kChunkWork = 1 << 15;
 
 KernelPlan planKernel(const Region& r);
 

@@ -147,8 +147,7 @@ bool compilePtx(const Region& r, PtxModule* out, std::string* error, const std::
   out->ptx = text.str().str();
   out->kernels.clear();
   std::string symbol = "dtl_" + hex64(regionHash(r));
-  for (size_t k = 0; k < out->plan.phases.size(); ++k)
-    out->kernels.push_back({phaseKernelName(symbol, k), out->plan.phases[k].space.elements().value_or(0)});
+  for (const auto& [name, points] : nvptxKernels(out->plan, symbol)) out->kernels.push_back({name, points});
   return true;
 }
 

@@ -4,12 +4,13 @@
 // different threads never share it). A Bool output is written as bytes by
 // the kernel and widened to the executor's int32 afterwards.
 //
-// Threads: a kernel with a split (kernel_plan.h) runs in chunks of rows
-// fixed by the region alone (about kChunkWork points each), spread over
-// ctx.threads OpenMP threads when the region is large enough
-// (JitOptions::parallel_work), else one after another on the caller. Every row is computed by the same call
-// whatever the thread count, so results are bitwise the same on any number
-// of threads (no reduction is ever split: a split dim is never reduced).
+// Threads: a kernel with a split (kernel_plan.h) runs in the plan's chunks
+// of rows (fixed by the region alone), spread over ctx.threads OpenMP
+// threads when the region is large enough (JitOptions::parallel_work), else
+// one after another on the caller; then its tail, once. Every chunk is
+// computed by the same call whatever the thread count, and a sum over the
+// split dim adds its per-chunk partials in chunk order in the tail, so
+// results are bitwise the same on any number of threads.
 #include "runtime/jit/jit_regions.h"
 
 #include <omp.h>
@@ -27,8 +28,6 @@ namespace dtl::jit {
 
 namespace {
 
-constexpr int64_t kChunkWork = 1 << 15;
-
 // Kernels of this process by cache key, while some runner holds them.
 std::mutex g_mu;
 std::map<std::string, std::weak_ptr<codegen::JitKernel>>& shared() {
@@ -42,20 +41,17 @@ struct Kernel {
   int64_t work = 0;  // points of all phases (a reduction's weighted)
 };
 
-// Rows per chunk: about kChunkWork points (a reduction's point counts its extent).
+// The plan's chunks, and the work that decides whether they go to threads.
 void chunking(Kernel& k) {
   const codegen::KernelPlan& plan = k.jit->plan();
-  if (plan.split.empty() || plan.rows <= 1) return;
-  int64_t work = 0;
+  if (plan.split.empty()) return;
   for (const codegen::PlanPhase& ph : plan.phases) {
     int64_t points = ph.space.elements().value_or(0);
-    if (ph.reduction >= 0) points *= 8;  // a reduction's inner loop; only the order of magnitude matters
-    work += points;
+    if (ph.reduction >= 0 && !ph.combine) points *= 8;  // a reduction's inner loop; only the order of magnitude matters
+    k.work += points;
   }
-  k.work = work;
-  const int64_t per_row = std::max<int64_t>(work / plan.rows, 1);
-  k.chunk_rows = std::max<int64_t>((kChunkWork + per_row - 1) / per_row, 1);
-  k.chunks = (plan.rows + k.chunk_rows - 1) / k.chunk_rows;
+  k.chunk_rows = plan.chunk_rows;
+  k.chunks = plan.chunks;
 }
 
 class JitRegions : public rt::RegionRunner {
@@ -134,6 +130,7 @@ class JitRegions : public rt::RegionRunner {
       for (int64_t c = 0; c < k.chunks; ++c)
         k.jit->runRows(buffers.data(), c * k.chunk_rows, std::min(plan.rows, (c + 1) * k.chunk_rows));
     }
+    k.jit->runTail(buffers.data());
     for (size_t j = 0; j < out.size(); ++j)
       if (out[j]->dtype == DType::Bool)
         for (int64_t e = 0; e < out[j]->elements; ++e) out[j]->i()[e] = bools[j][static_cast<size_t>(e)];

@@ -120,11 +120,22 @@ struct Problems {
 };
 
 // Node `id`'s JIT values y against the reference of that node on `at`
-// (its operands as the JIT computed them); returns the reference.
+// (its operands as the JIT computed them); returns the reference. A sum the
+// kernel plan folds over a chain of sums (kernel_plan.h, step 5) is one sum
+// of the chain's operand over all its dims: checked as that, n their product.
 ref::Tensor checkNode(const Region& r, int id, const Values& y, const std::vector<ref::Tensor>& at, Stats* stats,
-                      Problems* problems) {
+                      Problems* problems, const FoldedSum* folded) {
   const RegionNode& n = r.node(id);
-  ref::Tensor want = referenceNode(r, id, at);
+  if (folded && folded->dims.size() < 2) folded = nullptr;  // a sum of its own operand: the usual check
+  const ref::Tensor& summed = at[static_cast<size_t>(folded ? folded->operand : n.a)];
+  int64_t extent = n.kind == Kind::Reduce ? extentOf(r, id) : 0;
+  std::vector<std::string> dims = {n.dim};
+  if (folded) {
+    dims = folded->dims;
+    extent = 1;
+    for (const std::string& d : dims) extent *= summed.shape.dims[static_cast<size_t>(summed.shape.find(d))].size;
+  }
+  ref::Tensor want = folded ? ref::reduceSum(summed, dims) : referenceNode(r, id, at);
   std::string op = opName(n);
   if (want.shape != n.shape) {
     problems->add("%" + std::to_string(id) + " (" + op + "): the reference's shape " + want.shape.str() +
@@ -133,9 +144,9 @@ ref::Tensor checkNode(const Region& r, int id, const Values& y, const std::vecto
   }
   ref::Tensor abs_sum;
   if (n.kind == Kind::Reduce && n.reduce != ReduceFn::Max) {
-    ref::Tensor finite_abs = ref::unary(ref::Unary::Abs, at[static_cast<size_t>(n.a)]);
+    ref::Tensor finite_abs = ref::unary(ref::Unary::Abs, summed);
     for (double& v : finite_abs.f) v = std::isfinite(v) ? v : 0.0;
-    abs_sum = ref::reduceSum(finite_abs, {n.dim});
+    abs_sum = ref::reduceSum(finite_abs, dims);
   }
   ref::Tensor dy, slope;  // a gradient bounded in units of u·|dy|: dy and f'(x) at each element
   if (n.kind == Kind::UnaryGrad && gradUnitsBound(n.unary) > 0) {
@@ -154,10 +165,10 @@ ref::Tensor checkNode(const Region& r, int id, const Values& y, const std::vecto
       stats->nonfinite += !std::isfinite(r_e);
       if (n.kind == Kind::Reduce && n.reduce != ReduceFn::Max) {
         double ratio;
-        ok = withinSumBound(y[e], r_e, abs_sum.f[e], extentOf(r, id), n.reduce == ReduceFn::Mean, &ratio);
+        ok = withinSumBound(y[e], r_e, abs_sum.f[e], extent, n.reduce == ReduceFn::Mean, &ratio);
         double& worst = stats->max_bound_ratio[op];
         worst = std::max(worst, ratio);
-        why = " (Σ|x| = " + floatText(abs_sum.f[e]) + ", n = " + std::to_string(extentOf(r, id)) + ")";
+        why = " (Σ|x| = " + floatText(abs_sum.f[e]) + ", n = " + std::to_string(extent) + (folded ? ", folded" : "") + ")";
       } else if (double grad_bound = n.kind == Kind::UnaryGrad ? gradUnitsBound(n.unary) : 0; grad_bound > 0) {
         double units;
         ok = withinGradUnits(y[e], r_e, static_cast<float>(dy.f[e]), slope.f[e], grad_bound, &units);
@@ -384,6 +395,7 @@ std::vector<Values> compareNodes(const Region& r, const std::vector<Values>& inp
   }
   std::string error;
   std::vector<Values> got = jitOutputs(probe, inputs, stats, &error);
+  const KernelPlan plan = planKernel(probe);
   if (!error.empty()) {
     found->add("the probe (every node an output) did not run: " + error);
     return {};
@@ -405,7 +417,7 @@ std::vector<Values> compareNodes(const Region& r, const std::vector<Values>& inp
     }
     Values& y = got[static_cast<size_t>(probed[k])];
     if (options.tamper) options.tamper(id, y);
-    ref::Tensor want = checkNode(r, id, y, at, stats, found);
+    ref::Tensor want = checkNode(r, id, y, at, stats, found, plan.foldedSum(id));
     // Consumers see the JIT's values (rounded to f32), not the reference's.
     at[k] = n.dtype == DType::Bool ? want : tensorOf(n.shape, y);
   }

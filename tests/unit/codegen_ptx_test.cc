@@ -98,7 +98,9 @@ class CodegenPtx : public ::testing::Test {
 void expectWellFormed(const Region& r, const PtxModule& m) {
   EXPECT_NE(m.ptx.find(".version 7.8"), std::string::npos);
   EXPECT_NE(m.ptx.find(".target sm_90"), std::string::npos);
-  ASSERT_EQ(m.kernels.size(), m.plan.phases.size());
+  size_t partial_kernels = 0;  // one per deferred sum, after its phase's (emit_llvm.h)
+  for (const PlanPhase& phase : m.plan.phases) partial_kernels += phase.partials.size();
+  ASSERT_EQ(m.kernels.size(), m.plan.phases.size() + partial_kernels);
   for (const PtxKernel& k : m.kernels) EXPECT_NE(m.ptx.find(".entry " + k.name), std::string::npos) << k.name;
   EXPECT_EQ(m.ptx.find("__nv_"), std::string::npos) << "libdevice calls left in " << r.name();
   // No f32 arithmetic of ours flushes denormals. libdevice's double functions
@@ -147,6 +149,32 @@ TEST_F(CodegenPtx, KernelsFollowThePhasesAndTheirPoints) {
   EXPECT_EQ(m.kernels[1].points, 4);
   EXPECT_EQ(m.kernels[2].points, 40);
   EXPECT_EQ(m.kernels[2].name, "dtl_" + hex64(regionHash(r)) + "_p2");
+}
+
+// A bias gradient over batch and seq (deferred, kernel_plan.h step 5): the
+// output phase, then one thread per (chunk, d) summing its chunk's rows into
+// the partial, then the tail's combine; assembled by ptxas.
+TEST_F(CodegenPtx, DeferredSumsGetAPartialKernelAndATail) {
+  Region r("gelu_grad_bias");
+  const Shape s{{{"batch", 300}, {"seq", 13}, {"d", 64}}};
+  int dx = r.unaryGrad(UnaryFn::Gelu, r.input("x", s), r.input("dy", s));
+  r.output("dx", dx);
+  r.output("db", r.reduce(ReduceFn::Sum, r.reduce(ReduceFn::Sum, dx, "batch"), "seq"));
+  PtxModule m;
+  std::string error;
+  ASSERT_TRUE(compilePtx(r, &m, &error)) << error;
+  expectWellFormed(r, m);
+  ASSERT_GT(m.plan.chunks, 1);
+  ASSERT_EQ(m.kernels.size(), 3u);
+  const std::string symbol = "dtl_" + hex64(regionHash(r));
+  EXPECT_EQ(m.kernels[0].points, 300 * 13 * 64);
+  EXPECT_EQ(m.kernels[1].name, symbol + "_p0_s0");
+  EXPECT_EQ(m.kernels[1].points, m.plan.chunks * 64);
+  EXPECT_EQ(m.kernels[2].name, symbol + "_p1");  // the combine
+  EXPECT_EQ(m.kernels[2].points, 64);
+  std::string ptxas = ptxasPath();
+  if (ptxas.empty()) GTEST_SKIP() << "no ptxas";
+  EXPECT_EQ(assemble(ptxas, m, r.name()), "") << m.ptx;
 }
 
 TEST(CodegenPtxLibdevice, OnlyARegionWithTranscendentalsNeedsIt) {

@@ -112,7 +112,8 @@ TEST(CodegenKernelPlan, BuffersAndPhasesOfASoftmax) {
 // computing the whole chain again.
 TEST(CodegenKernelPlan, AReductionLoadsAnOutputStoredBeforeIt) {
   Region r("norm_grad_bias");
-  const Shape s{{{"batch", 4}, {"d", 8}}};
+  // d leading: a sum over the leading dim would be deferred instead (below)
+  const Shape s{{{"d", 8}, {"batch", 4}}};
   int x = r.input("x", s), dy = r.input("dy", s);
   int dx = r.normalizeGrad(x, dy, "d", 1e-5f);
   int bias = r.reduce(ReduceFn::Sum, dx, "batch");
@@ -131,7 +132,8 @@ TEST(CodegenKernelPlan, AReductionLoadsAnOutputStoredBeforeIt) {
   EXPECT_EQ(p.phases[static_cast<size_t>(summed)].loads, std::vector<int>{dx});
   EXPECT_EQ(p.buffers[static_cast<size_t>(p.home[static_cast<size_t>(dx)])].name, "dx");
   EXPECT_EQ(p.phases.back().reduction, r.outputs()[2].node);  // x's sum: an input, read from its buffer
-  EXPECT_EQ(p.split, "");  // the batch sum's space starts with d
+  EXPECT_EQ(p.split, "");  // the batch sum's space is [d], the d sums' [batch]
+  EXPECT_TRUE(p.folded.empty());
 
   // A reduction of a value that reads no reduction keeping its dim (a
   // softmax's sum of exp(x − max)) recomputes it: nothing stored.
@@ -151,6 +153,94 @@ TEST(CodegenKernelPlan, AReductionLoadsAnOutputStoredBeforeIt) {
   const PlanBuffer& home = t.buffers[static_cast<size_t>(t.home[static_cast<size_t>(bdx)])];
   EXPECT_EQ(home.role, PlanBuffer::Role::Scratch);
   EXPECT_EQ(home.shape, s);
+}
+
+// A bias gradient, Σ over the leading dim of relu'(x)·dy: deferred. The
+// output phase stores dx and adds it into per-chunk partials, so dx is
+// evaluated once and the region splits over batch; the tail combines.
+TEST(CodegenKernelPlan, ASumOverTheLeadingDimIsDeferredIntoPartials) {
+  Region r("relu_grad_bias");
+  const Shape s{{{"batch", 3000}, {"d", 64}}};
+  int x = r.input("x", s), dy = r.input("dy", s);
+  int dx = r.unaryGrad(UnaryFn::Relu, x, dy);
+  int db = r.reduce(ReduceFn::Sum, dx, "batch");
+  r.output("dx", dx);
+  r.output("db", db);
+  r.output("db2", r.binary(BinaryFn::Mul, db, r.constant(2.0f)));  // reads the sum: the tail
+  KernelPlan p = planKernel(r);
+  EXPECT_EQ(p.split, "batch");
+  ASSERT_EQ(p.folded.size(), 1u);
+  EXPECT_EQ(p.folded[0].operand, dx);
+  EXPECT_EQ(p.folded[0].dims, std::vector<std::string>{"batch"});
+  EXPECT_GT(p.chunks, 1);
+  EXPECT_EQ(p.chunks, (3000 + p.chunk_rows - 1) / p.chunk_rows);
+  const PlanBuffer& partial = p.buffers[static_cast<size_t>(p.folded[0].partial)];
+  EXPECT_EQ(partial.shape.str(), "[%chunk=" + std::to_string(p.chunks) + ", d=64]");
+  ASSERT_EQ(p.phases.size(), 3u);
+  EXPECT_EQ(p.phases[0].space, s);  // dx, stored and added up, in one nest
+  EXPECT_EQ(p.phases[0].partials, std::vector<int>{db});
+  EXPECT_FALSE(p.phases[0].tail);
+  EXPECT_TRUE(p.phases[1].combine && p.phases[1].tail);
+  EXPECT_EQ(p.phases[1].reduction, db);
+  EXPECT_TRUE(p.phases[2].tail);  // db2
+  EXPECT_TRUE(p.hasTail());
+
+  // The same region with dx not an output: a phase of its own evaluates and adds it.
+  Region q("bias_only");
+  int qx = q.input("x", s), qdy = q.input("dy", s);
+  q.output("db", q.reduce(ReduceFn::Sum, q.unaryGrad(UnaryFn::Relu, qx, qdy), "batch"));
+  KernelPlan t = planKernel(q);
+  EXPECT_EQ(t.split, "batch");
+  ASSERT_EQ(t.phases.size(), 2u);
+  EXPECT_TRUE(t.phases[0].stores.empty());
+  EXPECT_EQ(t.phases[0].partials.size(), 1u);
+  EXPECT_EQ(t.chunk_rows, p.chunk_rows);  // chunks from the nodes over the split dim, not from the outputs
+}
+
+// Sums over several names (a GPT bias gradient: batch then seq, or seq then
+// batch) fold into one partial of the result's shape; an inner sum is not
+// computed unless it is an output.
+TEST(CodegenKernelPlan, AChainOfSumsFoldsIntoOnePartial) {
+  for (bool batch_first : {true, false}) {
+    Region r("gelu_grad_bias");
+    const Shape s{{{"batch", 4}, {"seq", 16}, {"d", 32}}};
+    int x = r.input("x", s), dy = r.input("dy", s);
+    int dx = r.unaryGrad(UnaryFn::Gelu, x, dy);
+    int inner = r.reduce(ReduceFn::Sum, dx, batch_first ? "batch" : "seq");
+    int db = r.reduce(ReduceFn::Sum, inner, batch_first ? "seq" : "batch");
+    r.output("dx", dx);
+    r.output("db", db);
+    KernelPlan p = planKernel(r);
+    EXPECT_EQ(p.split, "batch") << batch_first;
+    ASSERT_EQ(p.folded.size(), 1u);
+    EXPECT_EQ(p.folded[0].operand, dx);
+    EXPECT_EQ(p.folded[0].dims.size(), 2u);
+    EXPECT_EQ(p.buffers[static_cast<size_t>(p.folded[0].partial)].shape.dims.back().name, "d");
+    EXPECT_EQ(p.home[static_cast<size_t>(inner)], -1) << "the inner sum is not computed";
+    EXPECT_EQ(p.phases.size(), 2u);
+
+    // As an output (the oracle's probe), the inner sum is computed too, and db still folds.
+    r.output("inner", inner);
+    KernelPlan q = planKernel(r);
+    EXPECT_EQ(q.split, "batch");
+    EXPECT_EQ(q.chunk_rows, p.chunk_rows);
+    ASSERT_NE(q.foldedSum(db), nullptr);
+    EXPECT_EQ(q.foldedSum(db)->operand, dx);
+    EXPECT_GE(q.home[static_cast<size_t>(inner)], 0);
+  }
+}
+
+// A value downstream of the sum that has the summed dim again (a batch
+// norm's x − mean over batch) needs the whole sum first: not deferred.
+TEST(CodegenKernelPlan, ASumReadBackAlongItsDimIsNotDeferred) {
+  Region r("batch_centre");
+  const Shape s{{{"batch", 8}, {"d", 4}}};
+  int x = r.input("x", s);
+  r.output("y", r.binary(BinaryFn::Sub, x, r.reduce(ReduceFn::Mean, x, "batch")));
+  KernelPlan p = planKernel(r);
+  EXPECT_TRUE(p.folded.empty());
+  EXPECT_EQ(p.split, "");
+  EXPECT_FALSE(p.hasTail());
 }
 
 }  // namespace

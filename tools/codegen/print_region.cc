@@ -27,6 +27,15 @@ const std::map<std::string, std::function<Region()>>& examples() {
          r.output("y", r.unary(UnaryFn::Relu, r.binary(BinaryFn::Add, x, b)));
          return r;
        }},
+      {"gelu_grad_bias",  // char GPT's MLP gradient and its bias's: a sum over batch and seq (deferred)
+       [] {
+         Region r("gelu_grad_bias");
+         const Shape s{{{"batch", 32}, {"seq", 64}, {"hidden", 512}}};
+         int dx = r.unaryGrad(UnaryFn::Gelu, r.input("x", s), r.input("dy", s));
+         r.output("dx", dx);
+         r.output("db", r.reduce(ReduceFn::Sum, r.reduce(ReduceFn::Sum, dx, "batch"), "seq"));
+         return r;
+       }},
       {"softmax",
        [] {
          Region r("softmax");
