@@ -132,18 +132,18 @@ TEST_F(EpilogueTest, BitwiseTheSameRunAfterRunOnOneAndTwoThreads) {
   }
 }
 
-// relu over several panels of C (epiloguePanelRows: 2 of 300 rows here),
+// relu over several panels of C (epiloguePanelRows: 2 of 550 rows here),
 // with NaN and ±inf reaching rows of both panels and bias columns of −inf
 // (relu: +0, not −0) and NaN (kept), on 1 and 2 threads, bitwise the same
 // run after run.
 TEST_F(EpilogueTest, ReluOnSeveralPanelsMatchesTheReference) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
-  const int64_t m = 600, n = 512, k = 64;
+  const int64_t m = 1100, n = 1024, k = 16;
   ASSERT_GT(m, fast::epiloguePanelRows(m, n, k)) << "one panel: the test would not cut C";
   const Dim Mb{"m", m}, Nb{"n", n}, Kb{"k", k};
   Buf a = rand(sh({Mb, Kb})), b = rand(sh({Kb, Nb})), bias = rand(sh({Nb}));
-  for (int64_t row : {3, 299, 300, 599}) a.f[static_cast<size_t>(row * k + 5)] = nan;
-  a.f[static_cast<size_t>(450 * k + 1)] = -inf;
+  for (int64_t row : {3, 549, 550, 1099}) a.f[static_cast<size_t>(row * k + 5)] = nan;
+  a.f[static_cast<size_t>(800 * k + 1)] = -inf;
   bias.f[7] = -inf;
   bias.f[8] = nan;
   bias.f[9] = inf;
@@ -151,9 +151,9 @@ TEST_F(EpilogueTest, ReluOnSeveralPanelsMatchesTheReference) {
   for (int threads : {1, 2}) {
     ctx_.threads = threads;
     Buf y = check(node, a, b, bias);
-    for (int64_t row : {3, 299, 300, 599})
-      for (int64_t j : {0, 100, 511}) EXPECT_TRUE(std::isnan(y.f[static_cast<size_t>(row * n + j)])) << row << "," << j;
-    for (int64_t row : {0, 301, 598}) {
+    for (int64_t row : {3, 549, 550, 1099})
+      for (int64_t j : {0, 100, 1023}) EXPECT_TRUE(std::isnan(y.f[static_cast<size_t>(row * n + j)])) << row << "," << j;
+    for (int64_t row : {0, 551, 1098}) {
       const float c7 = y.f[static_cast<size_t>(row * n + 7)];
       EXPECT_EQ(c7, 0.0f);
       EXPECT_FALSE(std::signbit(c7)) << "relu(-inf) is +0";

@@ -122,13 +122,15 @@ namespace {
 
 // Panels of at least this many bytes of C and kMinPanelRows rows: each
 // matmul call re-reads (and oneDNN re-blocks) all of B, which a panel's rows
-// must amortise. gemm_bench's epilogue section, 1 thread, N 1024, K 1024:
-// M 256 whole 4.84 ms, in 2 panels of 128 rows 5.68, in 4 of 64 6.07; M 1024
-// in panels of 256 or 512 rows as fast as whole (21.7 against 22.0 ms). So
-// the MLP's [256, 1024] C (1 MiB, half the 2 MiB L2 of the Sapphire Rapids
-// machines) is one panel: relu runs right after the one GEMM call, over C
-// as the GEMM left it in cache.
-constexpr int64_t kPanelBytes = 1 << 20;
+// must amortise, and on 2 threads each call is a fork and a join more.
+// gemm_bench's epilogue section (N 1024, K 1024; a loaded 2-core Sapphire
+// Rapids, best of 30-40): M 256 whole 4.86 ms on 1 thread, in 2 panels of
+// 128 rows 5.71, in 4 of 64 6.51 (2 threads: 5.6-6.9, 11.0-12.6, 23-27);
+// M 1024 whole 22.1 ms, in 4 panels of 256 rows 21.6 on 1 thread but 30.7-31.5
+// against 23.9-24.3 on 2. So a C of up to 4 MiB (the MLP's [256, 1024] is 1
+// MiB, in the 2 MiB L2; 4 MiB is in the 105 MiB L3) is one panel: relu runs
+// right after the one GEMM call, over C as the GEMM left it in cache.
+constexpr int64_t kPanelBytes = 4 << 20;
 constexpr int64_t kMinPanelRows = 256;
 
 }  // namespace
