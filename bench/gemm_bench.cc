@@ -6,6 +6,13 @@
 // through its cblas_sgemm side by side and the ratio is printed; it is loaded
 // with dlopen so the project never links or depends on it.
 //
+// Then the epilogue (runtime/kernels/fast/gemm.h matmulBiasPanels): for
+// M 256, N 1024, K 784 and 1024, (a) matmulBias on the whole C then relu
+// over C, against (b) the GEMM in panels of epiloguePanelRows rows, each
+// relu'd right after (and other panel heights for comparison); and for the
+// logits' N 10 (and 32 to 128), matmulBias against sgemm then a bias add,
+// and plain sgemm. Each line times its variants alternately, best of reps.
+//
 //   gemm_bench [--threads=N] [--reps=N] [--openblas=PATH]
 #include <dlfcn.h>
 
@@ -14,12 +21,15 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "runtime/exec/backend.h"
+#include "runtime/kernels/fast/gemm.h"
+#include "runtime/kernels/fast/kernels.h"
 
 namespace {
 
@@ -98,6 +108,73 @@ OpenBlas loadOpenBlas(const std::string& path, int threads) {
   return ob;
 }
 
+// Best-of-reps seconds of each function, timed in turn each rep.
+std::vector<double> bestOf(int reps, const std::vector<std::function<void()>>& fs) {
+  std::vector<double> best(fs.size(), 1e30);
+  for (const auto& f : fs) f();  // warm-up: primitives made, pages touched
+  for (int r = 0; r < reps; ++r)
+    for (size_t i = 0; i < fs.size(); ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      fs[i]();
+      best[i] = std::min(best[i], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  return best;
+}
+
+void ok(bool done, const std::string& err) {
+  if (!done) std::fprintf(stderr, "%s\n", err.c_str()), std::abort();
+}
+
+void epilogueSection(int threads, int reps) {
+  namespace f = dtl::rt::fast;
+  f::setGemmThreads(threads);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd;
+  auto randv = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = nd(rng);
+    return v;
+  };
+  std::string err;
+  const f::PanelFn relu = [](float* c, int64_t n) { f::reluInPlace(c, n); };
+  std::printf("\nepilogue, N 1024: (a) matmulBias on all of C, then relu over C; (b) panels, relu each\n");
+  std::printf("%-11s %10s %12s %20s %10s %10s\n", "M K", "(a) us", "no relu us", "(b) rule us (rows)", "M/2 rows",
+              "M/4 rows");
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{256, 784}, {256, 1024}, {1024, 1024}}) {
+    const int64_t n = 1024;
+    std::vector<float> a = randv(m * k), b = randv(k * n), bias = randv(n), c(static_cast<size_t>(m * n));
+    const int64_t rule = f::epiloguePanelRows(m, n, k);
+    auto whole = [&] { ok(f::matmulBias('N', 'N', m, n, k, a.data(), b.data(), bias.data(), c.data(), &err), err); };
+    auto panels = [&](int64_t rows) {
+      return [&, rows] { ok(f::matmulBiasPanels('N', 'N', m, n, k, a.data(), b.data(), bias.data(), c.data(), rows, relu, &err), err); };
+    };
+    const std::vector<double> t = bestOf(reps, {[&] {
+                                                  whole();
+                                                  f::reluInPlace(c.data(), m * n);
+                                                },
+                                                whole, panels(rule), panels(m / 2), panels(m / 4)});
+    std::printf("%4lld %-6lld %10.1f %12.1f %13.1f (%4lld) %10.1f %10.1f   (b)/(a) %.3f\n", static_cast<long long>(m),
+                static_cast<long long>(k), t[0] * 1e6, t[1] * 1e6, t[2] * 1e6, static_cast<long long>(rule), t[3] * 1e6,
+                t[4] * 1e6, t[2] / t[0]);
+  }
+  std::printf("\nsmall N, M 256 K 1024: matmulBias, sgemm then a bias add, plain sgemm\n");
+  std::printf("%-8s %12s %14s %12s %16s\n", "N", "matmul us", "sgemm+bias us", "sgemm us", "matmul/(sgemm+b)");
+  for (int64_t n : {10, 32, 64, 128}) {
+    const int64_t m = 256, k = 1024;
+    std::vector<float> a = randv(m * k), b = randv(k * n), bias = randv(n), c(static_cast<size_t>(m * n));
+    const std::vector<double> t = bestOf(
+        reps, {[&] { ok(f::matmulBias('N', 'N', m, n, k, a.data(), b.data(), bias.data(), c.data(), &err), err); },
+               [&] {
+                 ok(f::sgemm('N', 'N', m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n, &err), err);
+                 for (int64_t r = 0; r < m; ++r)
+                   for (int64_t j = 0; j < n; ++j) c[static_cast<size_t>(r * n + j)] += bias[static_cast<size_t>(j)];
+               },
+               [&] { ok(f::sgemm('N', 'N', m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n, &err), err); }});
+    std::printf("%-8lld %12.1f %14.1f %12.1f %16.2f\n", static_cast<long long>(n), t[0] * 1e6, t[1] * 1e6, t[2] * 1e6,
+                t[0] / t[1]);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -152,5 +229,6 @@ int main(int argc, char** argv) {
     }
     std::printf("\n");
   }
+  epilogueSection(threads, std::max(reps, 20));
   return 0;
 }

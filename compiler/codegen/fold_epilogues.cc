@@ -9,7 +9,7 @@
 //    memory, ready before anything runs, in every schedule);
 // 3. optionally, when the add is read by exactly one node and not by the
 //    caller, that node is a Unary whose fn the target's GEMM runs with our
-//    numerics (EpilogueRules::activations; none on x86, see below), of the
+//    numerics (EpilogueRules::activations; relu on x86, see below), of the
 //    add's shape and stored in a slot. An intermediate the chain would have
 //    to write for another reader (a pre-activation a gelu's gradient reads)
 //    stops the chain before it: that node stays a node (or a region's).
@@ -18,11 +18,16 @@
 // those of the nodes: C rounded to f32, plus the bias in f32, then the
 // activation, so the post-ops must be exactly those operations.
 //
-// Why no activation on x86: oneDNN 2.6's eltwise relu (alpha 0, the
-// `relu_zero_ns` path of its JIT injector) is vmaxps(x, 0), which gives 0 for
-// a NaN (and clip, clip_v2 and a binary max post-op do the same), where our
-// relu is `x <= 0 ? 0 : x` and keeps the NaN; a relu with alpha ≠ 0 keeps it
-// but maps −inf to −inf·alpha. fold_epilogues_test pins oneDNN's behaviour.
+// Why relu on x86 is ours, not oneDNN's: oneDNN 2.6's eltwise relu (alpha 0,
+// the `relu_zero_ns` path of its JIT injector) is vmaxps(x, 0), which gives
+// 0 for a NaN (and clip, clip_v2 and a binary max post-op do the same), where
+// our relu is `x <= 0 ? 0 : x` and keeps the NaN; a relu with alpha ≠ 0 keeps
+// it but maps −inf to −inf·alpha (epilogue_backend_test pins oneDNN's
+// behaviour). So the fast backend runs the GEMM (with the bias post-op) over
+// panels of C's rows and applies its own relu to each panel right after,
+// while the panel is in cache (runtime/kernels/fast/epilogue.cc): relu reads
+// and writes no memory of its own. gelu and tanh are not given to the GEMM:
+// their pre-activation is read by their gradients in training anyway.
 #include "compiler/codegen/fold_epilogues.h"
 
 #include <algorithm>

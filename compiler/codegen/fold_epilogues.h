@@ -17,9 +17,10 @@ namespace dtl::codegen {
 // nodes they replace (a fixed rule per target, never a timing).
 struct EpilogueRules {
   bool bias = false;  // add(C, bias) with bias a vector over C's N names: exact (one f32 add)
-  // Activations after the bias. None on x86: oneDNN 2.6's relu post-op is
-  // max(x, 0) (vmaxps), which turns a NaN into 0 where ours keeps it, and its
-  // gelu/tanh are not checked against our bounds (fold_epilogues.cc).
+  // Activations after the bias. On x86 relu, run by our own select on each
+  // panel of C as the GEMM finishes it (oneDNN 2.6's relu post-op is
+  // max(x, 0), which turns a NaN into 0); no gelu/tanh, whose post-ops are
+  // not checked against our bounds (fold_epilogues.cc).
   std::vector<UnaryFn> activations;
 };
 

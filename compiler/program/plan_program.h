@@ -33,9 +33,11 @@ struct PlanOptions {
   bool fuse_libm_gradients = true;
   // A Linear's bias add runs as its contraction's epilogue
   // (compiler/codegen/fold_epilogues.h: oneDNN matmul post-ops), and these
-  // activations after it (none on x86: FuseRules::epilogues).
+  // activations after it: on x86 relu, which the fast backend applies with
+  // its own select to each panel of C right after the GEMM wrote it
+  // (runtime/kernels/fast/epilogue.cc), not as oneDNN's post-op.
   bool fuse_epilogues = true;
-  std::vector<codegen::UnaryFn> epilogue_activations;
+  std::vector<codegen::UnaryFn> epilogue_activations = {codegen::UnaryFn::Relu};
   codegen::FuseRules fuseRules() const {
     codegen::FuseRules r;
     r.transcendentals = fuse_transcendentals;

@@ -3,14 +3,18 @@
 // post-op, anything else after the product with its own kernels) against the
 // reference backend (the product, then each absorbed node as it ran alone),
 // over the layouts the GEMM mapping handles, NaN and ±inf in every operand,
-// an empty sum, two threads, and bitwise the same result run after run. And
-// why no activation is a oneDNN post-op: its relu turns NaN into 0.
+// an empty sum, two threads, and bitwise the same result run after run; relu
+// on panels of C (several panels: gemm.h matmulBiasPanels), NaN, ±inf and −0
+// as the reference's. And why relu is ours, not a oneDNN post-op: oneDNN's
+// turns NaN into 0.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "runtime/kernels/fast/gemm.h"
+#include "runtime/kernels/fast/kernels.h"
 #include "tests/unit/backend_test_util.h"
 
 namespace dtl::rt::testing {
@@ -128,9 +132,107 @@ TEST_F(EpilogueTest, BitwiseTheSameRunAfterRunOnOneAndTwoThreads) {
   }
 }
 
-// Why fold_epilogues.cc gives x86 no activation: oneDNN 2.6's relu post-op
-// (alpha 0) is max(x, 0), which turns a NaN into 0 — ours keeps it. Should a
-// oneDNN keep it, this fails: the relu may then join the epilogue.
+// relu over several panels of C (epiloguePanelRows: 2 of 550 rows here),
+// with NaN and ±inf reaching rows of both panels and bias columns of −inf
+// (relu: +0, not −0) and NaN (kept), on 1 and 2 threads, bitwise the same
+// run after run.
+TEST_F(EpilogueTest, ReluOnSeveralPanelsMatchesTheReference) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  const int64_t m = 1100, n = 1024, k = 16;
+  ASSERT_GT(m, fast::epiloguePanelRows(m, n, k)) << "one panel: the test would not cut C";
+  const Dim Mb{"m", m}, Nb{"n", n}, Kb{"k", k};
+  Buf a = rand(sh({Mb, Kb})), b = rand(sh({Kb, Nb})), bias = rand(sh({Nb}));
+  for (int64_t row : {3, 549, 550, 1099}) a.f[static_cast<size_t>(row * k + 5)] = nan;
+  a.f[static_cast<size_t>(800 * k + 1)] = -inf;
+  bias.f[7] = -inf;
+  bias.f[8] = nan;
+  bias.f[9] = inf;
+  const Node node = withEpilogue(sh({Mb, Nb}), {"relu"});
+  for (int threads : {1, 2}) {
+    ctx_.threads = threads;
+    Buf y = check(node, a, b, bias);
+    for (int64_t row : {3, 549, 550, 1099})
+      for (int64_t j : {0, 100, 1023}) EXPECT_TRUE(std::isnan(y.f[static_cast<size_t>(row * n + j)])) << row << "," << j;
+    for (int64_t row : {0, 551, 1098}) {
+      const float c7 = y.f[static_cast<size_t>(row * n + 7)];
+      EXPECT_EQ(c7, 0.0f);
+      EXPECT_FALSE(std::signbit(c7)) << "relu(-inf) is +0";
+      EXPECT_TRUE(std::isnan(y.f[static_cast<size_t>(row * n + 8)]));
+      EXPECT_EQ(y.f[static_cast<size_t>(row * n + 9)], inf);
+    }
+    for (float v : y.f) EXPECT_FALSE(v < 0.0f || (v == 0.0f && std::signbit(v)));
+    Outcome again = runNode(*fast_, node, {&a, &b, &bias}, ctx_);
+    ASSERT_TRUE(again.status.ok) << again.status.message;
+    EXPECT_EQ(std::memcmp(again.out.f.data(), y.f.data(), y.f.size() * 4), 0) << threads << " threads";
+  }
+}
+
+// matmulBiasPanels hands each row of C to `after` exactly once, in equal
+// panels, after the GEMM wrote it, whatever the panel height; a transposed
+// A is one panel.
+TEST(EpiloguePanels, EveryRowOnceInEqualPanels) {
+  const int64_t m = 10, n = 3, k = 2;
+  std::vector<float> a(static_cast<size_t>(m * k), 1.0f), b(static_cast<size_t>(k * n), 2.0f), bias(3, 0.5f);
+  for (int64_t rows : {1, 3, 4, 7, 10, 64}) {
+    std::vector<float> c(static_cast<size_t>(m * n), -1.0f);
+    std::vector<std::pair<int64_t, int64_t>> seen;  // (first element, elements)
+    const fast::PanelFn after = [&](float* p, int64_t elements) {
+      seen.emplace_back(p - c.data(), elements);
+      for (int64_t i = 0; i < elements; ++i) EXPECT_EQ(p[i], 4.5f);  // written before `after` runs
+    };
+    std::string err;
+    ASSERT_TRUE(fast::matmulBiasPanels('N', 'N', m, n, k, a.data(), b.data(), bias.data(), c.data(), rows, after, &err))
+        << err;
+    const int64_t panels = (m + std::min(rows, m) - 1) / std::min(rows, m);
+    ASSERT_EQ(static_cast<int64_t>(seen.size()), panels) << rows;
+    int64_t next = 0;
+    for (auto [first, elements] : seen) {
+      EXPECT_EQ(first, next);
+      EXPECT_EQ(elements % n, 0);
+      EXPECT_LE(elements / n, (m + panels - 1) / panels);
+      next += elements;
+    }
+    EXPECT_EQ(next, m * n);
+    seen.clear();
+    ASSERT_TRUE(fast::matmulBiasPanels('T', 'N', m, n, k, a.data(), b.data(), bias.data(), c.data(), rows, after, &err))
+        << err;
+    EXPECT_EQ(seen.size(), 1u);
+  }
+}
+
+// The epilogue's in-place relu is the reference's, bit for bit: NaN kept,
+// −0 and −inf to +0, denormals and +inf kept.
+TEST(EpiloguePanels, ReluInPlaceIsTheReferencesSelect) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {std::nanf(""), -std::nanf(""), -0.0f, 0.0f, -inf, inf, -1.0f, 1.0f,
+                          std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::denorm_min(),
+                          std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()};
+  for (int i = 0; i < 40; ++i) x.push_back(static_cast<float>(i - 20) * 0.37f);  // vector body and tail
+  Buf in(sh({Dim{"i", static_cast<int64_t>(x.size())}}), DType::F32);
+  in.f = x;
+  Node relu;
+  relu.op = Op::Unary;
+  relu.fn = "relu";
+  relu.shape = in.shape;
+  relu.inputs = {0};
+  Outcome want = runNode(*makeReferenceBackend(), relu, {&in}, RunContext{});
+  ASSERT_TRUE(want.status.ok) << want.status.message;
+  std::vector<float> y = x;
+  fast::reluInPlace(y.data(), static_cast<int64_t>(y.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(want.out.f[i])) {
+      EXPECT_TRUE(std::isnan(y[i])) << i;
+    } else {
+      EXPECT_EQ(std::memcmp(&y[i], &want.out.f[i], 4), 0) << i << ": " << x[i] << " → " << y[i] << ", want " << want.out.f[i];
+    }
+  }
+  EXPECT_FALSE(std::signbit(y[2])) << "relu(-0) is +0, as the reference's x <= 0 ? 0 : x";
+}
+
+// Why relu is ours on x86 (fold_epilogues.cc), not oneDNN's post-op: oneDNN
+// 2.6's relu post-op (alpha 0) is max(x, 0), which turns a NaN into 0 —
+// ours keeps it. Should a oneDNN keep it, this fails: its post-op could then
+// replace the panels' relu.
 TEST(OneDnnPostOps, ReluTurnsNaNIntoZero) {
   using dnnl::memory;
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
@@ -148,7 +250,7 @@ TEST(OneDnnPostOps, ReluTurnsNaNIntoZero) {
   memory am(a_md, eng, a.data()), bm(b_md, eng, b.data()), biasm(bias_md, eng, bias.data()), cm(c_md, eng, c.data());
   mm.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_BIAS, biasm}, {DNNL_ARG_DST, cm}});
   stream.wait();
-  EXPECT_EQ(c[0], 0.0f) << "oneDNN's relu kept a NaN: fold_epilogues.cc may let relu join the epilogue";
+  EXPECT_EQ(c[0], 0.0f) << "oneDNN's relu kept a NaN: its post-op could replace the panels' relu";
   EXPECT_EQ(c[1], 0.0f);
   EXPECT_EQ(c[2], 2.0f);
   EXPECT_EQ(c[3], 0.0f);

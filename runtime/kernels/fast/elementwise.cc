@@ -172,6 +172,10 @@ void unary(Unary op, const TensorView& x, TensorView& y) {
   }
 }
 
+DTL_FAST_CLONES void reluInPlace(float* x, int64_t n) {
+  DTL_SIMD for (int64_t i = 0; i < n; ++i) x[i] = x[i] <= 0.0f ? 0.0f : x[i];
+}
+
 void unaryGrad(Unary op, const TensorView& x, const TensorView& dy, TensorView& dx) {
   unaryGradLoop(op, dx.f(), x.f(), dy.f(), x.elements);
 }

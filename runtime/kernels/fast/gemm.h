@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -50,14 +51,33 @@ ContractPlan planContract(const Shape& a, const Shape& b, const Shape& out);
 bool matmulBias(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
                 const float* bias, float* c, std::string* error);
 
+// What runs on a panel of C (whole rows, `elements` floats) right after
+// the GEMM wrote it, while it is still in cache: the post-ops oneDNN cannot
+// run with our numerics (relu: epilogue.cc).
+using PanelFn = std::function<void(float* c, int64_t elements)>;
+
+// The rows of C's panels in matmulBiasPanels: a fixed rule on the shape
+// (never a timing, so runs repeat bitwise), in gemm.cc with its measurement.
+int64_t epiloguePanelRows(int64_t m, int64_t n, int64_t k);
+
+// matmulBias, then `after` on each panel: C's rows cut into ceil(m /
+// panel_rows) panels of equal height (A's rows too, so only for ta == 'N';
+// with 'T' one panel), each computed by one matmulBias call and handed to
+// `after` at once.
+bool matmulBiasPanels(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
+                      const float* bias, float* c, int64_t panel_rows, const PanelFn& after, std::string* error);
+
 // Whether contractBias can take this contraction: its result needs no
 // permuting (C is [M…, N…]) and `bias` names exactly C's N names of size
 // > 1, in C's order (a Linear's bias).
 bool biasFits(const Shape& a, const Shape& b, const Shape& out, const Shape& bias);
 
-// out[out_shape] = a @ b + bias over the N names (biasFits), by matmulBias.
+// out[out_shape] = a @ b + bias over the N names (biasFits), by
+// matmulBiasPanels: with `after`, in panels of epiloguePanelRows, `after` on
+// each; without, in one call.
 bool contractBias(const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, const float* bias,
-                  float* out, const Shape& out_shape, std::vector<float>& scratch, std::string* error);
+                  float* out, const Shape& out_shape, std::vector<float>& scratch, std::string* error,
+                  const PanelFn& after = {});
 
 // out[out_shape] = a @ b; scratch is reused between calls.
 bool contract(const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, float* out,

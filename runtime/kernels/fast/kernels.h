@@ -28,6 +28,9 @@ std::string contractEpilogue(const ir::Node& n, const std::vector<const TensorVi
 // elementwise.cc
 void unary(ref::Unary op, const TensorView& x, TensorView& y);
 void unaryGrad(ref::Unary op, const TensorView& x, const TensorView& dy, TensorView& dx);
+// relu over x in place (unary's select: NaN stays NaN, −0 and −inf become +0),
+// for a contraction's epilogue on a panel of C still in cache.
+void reluInPlace(float* x, int64_t n);
 void binary(ref::Binary op, const TensorView& a, const TensorView& b, TensorView& y);
 void fill(double value, TensorView& y);
 void cast(const TensorView& x, TensorView& y);
