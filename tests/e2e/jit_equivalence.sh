@@ -5,7 +5,8 @@
 # (tp = 2 on a GPT), ZeRO 1 and 3 — reproduce the one-process jit run within 1e-5 — and a
 # jit run stays within 1e-4 of the fast kernels' losses. The first run
 # compiles every kernel and a second identical one loads them all from the
-# cache and writes the same losses bit for bit.
+# cache and writes the same losses bit for bit, as does a run that does not
+# name its kernels (jit is the default).
 set -euo pipefail
 dtlc=$1; work=$2
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -33,7 +34,9 @@ train {
 SPEC
 "$dtlc" run s.dtl --kernels jit --no-checkpoints --out one --metrics one.jsonl >one.out
 "$dtlc" run s.dtl --kernels jit --no-checkpoints --out again --metrics again.jsonl >again.out
-"$dtlc" run s.dtl --no-checkpoints --out fast --metrics fast.jsonl >/dev/null
+"$dtlc" run s.dtl --kernels fast --no-checkpoints --out fast --metrics fast.jsonl >/dev/null
+# No --kernels: jit is the default of a dtlc with the generator, the same kernels from the cache
+"$dtlc" run s.dtl --no-checkpoints --out default --metrics default.jsonl >default.out
 head -1 one.out again.out
 grep -q '^jit: .* kernels ([1-9][0-9]* compiled, 0 from the cache' one.out || { echo "the first run compiled nothing"; status=1; }
 grep -q '^jit: .* kernels (0 compiled, [1-9][0-9]* from the cache' again.out || { echo "the second run did not load from the cache"; status=1; }
@@ -42,6 +45,10 @@ grep -q '; update: 2 kernels (2 compiled, 0 from the cache)' one.out || { echo "
 grep -q '; update: 2 kernels (0 compiled, 2 from the cache)' again.out || { echo "the second run did not load the update"; status=1; }
 cmp -s <(grep -o '"loss": [^,}]*' one.jsonl) <(grep -o '"loss": [^,}]*' again.jsonl) ||
   { echo "cached kernels gave other losses"; status=1; }
+grep -q '^jit: .* kernels (0 compiled, [1-9][0-9]* from the cache' default.out ||
+  { echo "a run without --kernels did not run the jit kernels"; status=1; }
+cmp -s <(grep -o '"loss": [^,}]*' one.jsonl) <(grep -o '"loss": [^,}]*' default.jsonl) ||
+  { echo "a run without --kernels gave other losses than --kernels jit"; status=1; }
 ls cache/dtl/*.o >/dev/null || { echo "no object in \$XDG_CACHE_HOME/dtl"; status=1; }
 # jit against fast: other kernels, the same numbers to 1e-4
 awk -F'"loss": ' 'FNR == NR { a[FNR] = $2 + 0; next }

@@ -66,9 +66,10 @@ const char* kCheckHelp =
     "                       buckets; the %N ids `dtlc plan` names) or program\n"
     "                       (rank 0's program: instructions, communication\n"
     "                       groups, buffer slots)\n"
-    "  --kernels fast|jit   the program --emit=program prints: as `dtlc run\n"
+    "  --kernels jit|fast   the program --emit=program prints: as `dtlc run\n"
     "                       --kernels` runs it (jit: each fused region one\n"
-    "                       instruction; default fast); --emit=fused|llvm|ptx:\n"
+    "                       instruction; default as run's: jit where dtlc has\n"
+    "                       the generator); --emit=fused|llvm|ptx:\n"
     "                       with jit the regions it runs (transcendentals\n"
     "                       unfused), with fast every region the generator\n"
     "                       can fuse\n"
@@ -131,7 +132,7 @@ int emitLayout(const driver::Frontend& fe, const std::string& emit, bool fuse, s
 }
 
 int check(const std::vector<std::string>& args, std::string& out, std::string& err) {
-  std::string spec, format = "text", emit, kernels = "fast";
+  std::string spec, format = "text", emit, kernels;  // kernels: "" = the default
   driver::FrontendOptions opt;
   bool help = false;
   std::string bad = Flags("check")
@@ -162,7 +163,7 @@ int check(const std::vector<std::string>& args, std::string& out, std::string& e
   // A layout of what is not built yet would be wrong: refused as plan refuses it.
   opt.refuse_unbuilt = needsLayout(emit);
   if (int rc = compileSpec(fe, "check", spec, opt, stop, err, format == "json"); rc != 0) return rc;
-  if (needsLayout(emit)) return emitLayout(fe, emit, kernels == "jit", out, err);
+  if (needsLayout(emit)) return emitLayout(fe, emit, kernelsOrDefault(kernels) == "jit", out, err);
   if (emit == "ast") {
     for (const auto& m : fe.program().modules)
       if (m->file == fe.program().spec_file) out += syntax::printAst(*m);
@@ -192,6 +193,17 @@ RegionRunnerMaker& regionRunnerMaker() {
 }  // namespace
 
 void setRegionRunnerMaker(RegionRunnerMaker maker) { regionRunnerMaker() = maker; }
+
+std::string kernelsOrDefault(const std::string& kernels) {
+  if (!kernels.empty()) return kernels;
+  return regionRunnerMaker() ? "jit" : "fast";
+}
+
+program::PlanOptions planOptionsFor(const std::string& kernels) {
+  program::PlanOptions o;
+  o.fuse = kernelsOrDefault(kernels) == "jit";
+  return o;
+}
 
 int makeRegionRunner(const prog::Program& p, const rt::optim::OptimizerConfig& opt, JitRunners& runners,
                      std::string& note, std::string& err) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "compiler/codegen/fuse_regions.h"
+#include "compiler/program/plan_program.h"
 #include "compiler/sema/spec.h"
 #include "core/program.h"
 #include "runtime/exec/backend.h"
@@ -36,6 +37,16 @@ using RegionRunnerMaker = int (*)(const prog::Program& p, const rt::optim::Optim
 void setRegionRunnerMaker(RegionRunnerMaker maker);
 int makeRegionRunner(const prog::Program& p, const rt::optim::OptimizerConfig& opt, JitRunners& runners,
                      std::string& note, std::string& err);
+
+// The kernels `dtlc run` and `dtlc check` take when --kernels is not given
+// (""): jit where this binary has the generator — on every benchmark it is
+// at least as fast as fast (docs/compiler.md, "Step times") — else fast.
+std::string kernelsOrDefault(const std::string& kernels);
+
+// How to plan the program those kernels run (jit's has its fused regions),
+// so that `dtlc plan`, the memory check before a run and the run folder's
+// plan count the buffers the run will hold.
+program::PlanOptions planOptionsFor(const std::string& kernels);
 
 // The optimiser the spec's train block names, with PyTorch's defaults.
 rt::optim::OptimizerConfig optimizerConfig(const sema::TrainSpec& t);

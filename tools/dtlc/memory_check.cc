@@ -3,6 +3,7 @@
 #include "compiler/program/plan_program.h"
 #include "compiler/sema/print_sema.h"
 #include "runtime/launch/host_memory.h"
+#include "tools/dtlc/kernel_emitter.h"
 
 namespace dtl::cli {
 
@@ -19,10 +20,11 @@ std::string memoryRefusal(const plan::Memory& per_rank, int64_t ranks, int64_t a
          "hint: " + hint + "\n";
 }
 
-int checkRunMemory(const driver::Frontend& fe, int64_t local_ranks, std::string& err) {
+int checkRunMemory(const driver::Frontend& fe, int64_t local_ranks, const std::string& kernels, std::string& err) {
   rt::launch::HostMemory host = rt::launch::readHostMemory();
   if (host.available < 0) return 0;  // nothing to compare with
-  const prog::Program rank0 = program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0));
+  const prog::Program rank0 =
+      program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0), planOptionsFor(kernels));
   std::string no = memoryRefusal(plan::memoryPerRank(rank0, fe.spec()), local_ranks, host.available,
                                  "available (" + host.what + ")",
                                  "lower train.batch or the model's dims, or start fewer ranks on this machine; "

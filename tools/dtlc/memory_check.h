@@ -21,7 +21,7 @@ std::string memoryRefusal(const plan::Memory& per_rank, int64_t ranks, int64_t a
 
 // `dtlc run` before `local_ranks` ranks start here: 0 when the plan fits the
 // memory this machine has left (or it cannot be read), else 1 with the
-// refusal in `err`.
-int checkRunMemory(const driver::Frontend& fe, int64_t local_ranks, std::string& err);
+// refusal in `err`. `kernels` as --kernels says (the program they run).
+int checkRunMemory(const driver::Frontend& fe, int64_t local_ranks, const std::string& kernels, std::string& err);
 
 }  // namespace dtl::cli

@@ -6,6 +6,7 @@
 #include "compiler/program/plan_program.h"
 #include "tools/dtlc/compile_spec.h"
 #include "tools/dtlc/flags.h"
+#include "tools/dtlc/kernel_emitter.h"
 #include "tools/dtlc/memory_check.h"
 
 namespace dtl::cli {
@@ -30,6 +31,9 @@ const char* kPlanHelp =
     "  --device-memory SIZE the memory of one rank's device on the target machine\n"
     "                       (e.g. '24 GiB'): exit 1 with the breakdown when the plan\n"
     "                       needs more per rank\n"
+    "  --kernels jit|fast   the kernels the run will use (default as `dtlc run`'s:\n"
+    "                       jit where dtlc has the generator): jit's fused\n"
+    "                       regions hold other buffers than fast's node by node\n"
     "  -h, --help           this help\n"
     "\n"
     "Rules and settings this build cannot run yet are refused at their source\n"
@@ -41,7 +45,7 @@ const char* kPlanHelp =
 }  // namespace
 
 int planCommand(const std::vector<std::string>& args, std::string& out, std::string& err) {
-  std::string spec, format = "text";
+  std::string spec, format = "text", kernels;  // kernels: "" = the default
   driver::FrontendOptions opt;
   opt.refuse_unbuilt = true;
   int64_t device_memory = 0;
@@ -51,6 +55,7 @@ int planCommand(const std::vector<std::string>& args, std::string& out, std::str
                         .text("--format", format, "a value", {"text", "json", "dot", "svg"})
                         .list("--set", opt.sets, "KEY=VALUE")
                         .bytes("--device-memory", device_memory)
+                        .text("--kernels", kernels, "", {"jit", "fast"})
                         .parse(args, spec, help);
   if (help) {
     out += kPlanHelp;
@@ -62,7 +67,7 @@ int planCommand(const std::vector<std::string>& args, std::string& out, std::str
   }
   if (spec.empty()) {
     err += "dtlc plan: no SPEC given\nusage: dtlc plan SPEC [--world N] [--format text|json|dot|svg] [--set KEY=VALUE]… "
-           "[--device-memory SIZE]\n";
+           "[--device-memory SIZE] [--kernels jit|fast]\n";
     return 2;
   }
   driver::Frontend fe;
@@ -76,7 +81,8 @@ int planCommand(const std::vector<std::string>& args, std::string& out, std::str
   if (int rc = layoutRefusals(fe, "plan", err); rc != 0) return rc;
   const sema::Spec& s = fe.spec();
   // Every rank's program needs the same memory: splits are even.
-  const prog::Program rank0 = program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0));
+  const prog::Program rank0 = program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0),
+                                                  planOptionsFor(kernels));
   if (device_memory > 0) {
     std::string no = memoryRefusal(plan::memoryPerRank(rank0, s), 1, device_memory, "of --device-memory",
                                    "lower train.batch or the model's dims, or plan for a device with more memory");

@@ -18,6 +18,7 @@
 #include "tools/dtlc/compile_spec.h"
 #include "tools/dtlc/flags.h"
 #include "tools/dtlc/report_page.h"
+#include "tools/dtlc/kernel_emitter.h"
 #include "tools/dtlc/run_folder.h"
 
 namespace dtl::cli {
@@ -174,7 +175,9 @@ void planOf(const ReportFlags& f, int64_t world, report::PageInputs& in) {
     in.plan_missing = "No plan: " + err;
     return;
   }
-  const prog::Program rank0 = program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0));
+  // The default kernels' program (the run's own plan.txt says what it ran).
+  const prog::Program rank0 =
+      program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0), planOptionsFor(""));
   in.plan_svg = plan::planSvg(plan::planPicture(fe.graph(), fe.layout(), rank0, fe.spec()));
   in.plan_text = plan::planText(fe.graph(), fe.layout(), rank0, fe.spec());
 }

@@ -53,11 +53,13 @@ const char* const kRunHelp =
     "                       verifies (or DIR/step-N: that checkpoint)\n"
     "  --metrics FILE       also write the metrics (one JSON line per optimiser step\n"
     "                       and evaluation) to FILE\n"
-    "  --kernels fast|reference|jit\n"
-    "                       the kernels to run: fast (default), the plain\n"
-    "                       reference kernels (slow; for checking numerics), or\n"
-    "                       jit: the fused regions as x86 kernels compiled at\n"
-    "                       start (cached in $XDG_CACHE_HOME/dtl), the rest fast\n"
+    "  --kernels jit|fast|reference\n"
+    "                       the kernels to run: jit (default where dtlc was built\n"
+    "                       with LLVM 16): the fused regions as x86 kernels\n"
+    "                       compiled at start (cached in $XDG_CACHE_HOME/dtl),\n"
+    "                       the rest fast; fast: every node its hand-written\n"
+    "                       kernel (the default without LLVM 16); reference:\n"
+    "                       the plain kernels (slow; for checking numerics)\n"
     "  --nproc N            ranks to start on this machine (data parallel: each\n"
     "                       reads its slice of every global batch)\n"
     "  --nnodes K           machines in the job (with --node-rank and --master;\n"
@@ -273,7 +275,7 @@ rt::TrainConfig makeConfig(const driver::Frontend& fe, const RunFlags& f) {
   c.tokens_per_sample = tokensPerSample(fe.graph());
   c.metrics_file = f.metrics;
   c.memory_report = f.memory_report;
-  c.reference_kernels = f.kernels == "reference";
+  c.reference_kernels = kernelsOrDefault(f.kernels) == "reference";
   c.threads = usableCpus();
   return c;
 }
@@ -491,7 +493,7 @@ int prepareRunFolder(const driver::Frontend& fe, const RunFlags& f, std::string&
     err += "dtlc run: " + no + "\n";
     return 2;
   }
-  if (std::string bad = writeRunFiles(folder, fe, f.sets); !bad.empty()) {
+  if (std::string bad = writeRunFiles(folder, fe, f.sets, f.kernels); !bad.empty()) {
     err += "dtlc run: run folder " + folder.dir + ": " + bad + "\n";
     return 1;
   }
@@ -525,7 +527,7 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
     driver::Frontend fe;
     if (int rc = compileForRun(fe, f.spec, f.sets, f.nproc * f.nnodes, err); rc != 0) return rc;
     if (!f.ignore_memory)
-      if (int rc = checkRunMemory(fe, f.nproc, err); rc != 0) return rc;
+      if (int rc = checkRunMemory(fe, f.nproc, f.kernels, err); rc != 0) return rc;
     if (f.node_rank == 0)
       if (int rc = prepareRunFolder(fe, f, err); rc != 0) return rc;
     return launchRanks(args, f, err);
@@ -546,7 +548,7 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
   if (int rc = compileForRun(fe, f.spec, f.sets, world, err); rc != 0) return rc;
   // A rank the launcher started was checked there, once for the machine.
   if (!f.as_rank && !f.ignore_memory)
-    if (int rc = checkRunMemory(fe, ranked ? env.local_world_size : 1, err); rc != 0) return rc;
+    if (int rc = checkRunMemory(fe, ranked ? env.local_world_size : 1, f.kernels, err); rc != 0) return rc;
   if (!f.as_rank && (!ranked || env.rank == 0))
     if (int rc = prepareRunFolder(fe, f, err); rc != 0) return rc;
   rt::TrainConfig config = makeConfig(fe, f);
@@ -583,8 +585,7 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
       faults.afterStep(step);
     };
   // This rank's program: the laid-out graph at its mesh coordinates.
-  program::PlanOptions plan;
-  plan.fuse = f.kernels == "jit";
+  const program::PlanOptions plan = planOptionsFor(f.kernels);
   const prog::Program program =
       program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, ranked ? env.rank : 0), plan);
   config.program = &program;

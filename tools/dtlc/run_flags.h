@@ -9,7 +9,8 @@
 namespace dtl::cli {
 
 struct RunFlags {
-  std::string spec, init, resume, metrics, out, kernels = "fast";
+  std::string spec, init, resume, metrics, out;
+  std::string kernels;  // "" = kernelsOrDefault's choice (jit where the build has the generator)
   int64_t steps = 0, nproc = 1, join_timeout = 300, nnodes = 1, node_rank = 0, max_restarts = 0;
   int64_t term_timeout = 30;  // seconds the ranks have to save and end after SIGTERM/SIGINT
   std::string master = "127.0.0.1:0", backend = "auto", iface;

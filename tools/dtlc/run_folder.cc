@@ -9,6 +9,7 @@
 
 #include "compiler/plan/plan.h"
 #include "compiler/program/plan_program.h"
+#include "tools/dtlc/kernel_emitter.h"
 #include "runtime/io/checkpoint_index.h"
 #include "runtime/io/file_ops.h"
 
@@ -131,7 +132,8 @@ std::string resolvedSpecText(const driver::Frontend& fe, const std::vector<std::
   return header + text;
 }
 
-std::string writeRunFiles(const RunFolder& folder, const driver::Frontend& fe, const std::vector<std::string>& sets) {
+std::string writeRunFiles(const RunFolder& folder, const driver::Frontend& fe, const std::vector<std::string>& sets,
+                          const std::string& kernels) {
   rt::io::Status s = rt::io::makeDirs(folder.dir);
   if (!s.ok) return s.message;
   // One process runs the graph as it is, not laid out: its plan is `dtlc plan --world 1`'s.
@@ -146,7 +148,8 @@ std::string writeRunFiles(const RunFolder& folder, const driver::Frontend& fe, c
     planned = &one;
   }
   const prog::Program rank0 =
-      program::planProgram(planned->graph(), planned->layout(), layout::meshCoords(planned->layout().mesh, 0));
+      program::planProgram(planned->graph(), planned->layout(), layout::meshCoords(planned->layout().mesh, 0),
+                           planOptionsFor(kernels));
   const std::string spec = resolvedSpecText(fe, sets);
   const std::string text = plan::planText(planned->graph(), planned->layout(), rank0, planned->spec());
   const std::string json = plan::planJson(planned->graph(), planned->layout(), rank0, planned->spec());

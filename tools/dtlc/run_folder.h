@@ -38,7 +38,9 @@ inline constexpr std::string_view kSetHeader = "# set: ";
 std::string resolvedSpecText(const driver::Frontend& fe, const std::vector<std::string>& sets);
 
 // Writes spec.dtl, plan.txt and plan.json (the plan of global rank 0, as
-// `dtlc plan` prints it) into the run folder, creating it. "" or the error.
-std::string writeRunFiles(const RunFolder& folder, const driver::Frontend& fe, const std::vector<std::string>& sets);
+// `dtlc plan --kernels KERNELS` prints it) into the run folder, creating it.
+// "" or the error.
+std::string writeRunFiles(const RunFolder& folder, const driver::Frontend& fe, const std::vector<std::string>& sets,
+                          const std::string& kernels);
 
 }  // namespace dtl::cli

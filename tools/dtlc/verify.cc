@@ -125,7 +125,7 @@ int planReference(const RunFlags& f, const driver::Frontend& lay, Reference& ref
   ref = {global, acc, "", referenceSets(f, lay.spec(), global, acc)};
   if (int rc = compileForRun(whole, f.spec, ref.sets, 1, err); rc != 0) return rc;
   std::string no;
-  if (f.ignore_memory || checkRunMemory(whole, 1, no) == 0) return 0;
+  if (f.ignore_memory || checkRunMemory(whole, 1, f.kernels, no) == 0) return 0;
   // Micro-batches of global / k, accumulated k times as often — not with
   // dropout: each micro-batch draws its own masks, so the reference would
   // drop other elements than the layout.
@@ -148,7 +148,7 @@ int planReference(const RunFlags& f, const driver::Frontend& lay, Reference& ref
     std::string part_err;
     if (compileForRun(part, f.spec, sets, 1, part_err) != 0) continue;
     std::string part_no;
-    if (checkRunMemory(part, 1, part_no) != 0) continue;
+    if (checkRunMemory(part, 1, f.kernels, part_no) != 0) continue;
     ref = {global / k, acc * k, "batch " + std::to_string(global) + " does not fit this machine's memory", sets};
     return 0;
   }
@@ -218,7 +218,7 @@ int verifyCommand(const RunFlags& f, std::string& out, std::string& err) {
   driver::Frontend lay;
   if (int rc = compileForRun(lay, f.spec, f.sets, world, err); rc != 0) return rc;
   if (!f.ignore_memory)
-    if (int rc = checkRunMemory(lay, f.nproc, err); rc != 0) return rc;
+    if (int rc = checkRunMemory(lay, f.nproc, f.kernels, err); rc != 0) return rc;
   // 2. The reference (node 0 runs it; the other nodes run their part of the layout).
   Reference ref;
   if (f.node_rank == 0)
