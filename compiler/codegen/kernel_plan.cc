@@ -201,12 +201,17 @@ KernelPlan planWith(const Region& r, const std::string& defer) {
   std::vector<size_t> phase_of(nodes.size(), 0);
   for (size_t i = 0; i < p.phases.size(); ++i)
     if (p.phases[i].reduction >= 0) phase_of[static_cast<size_t>(p.phases[i].reduction)] = i;
+  // An operand that is itself a reduction is read from its scratch, so not
+  // before its own phase (which `needs`, listing the reductions a value
+  // reads, leaves out for a reduction's own).
   for (const FoldedSum& f : p.folded) {
-    const Shape& x = nodes[static_cast<size_t>(f.operand)].shape;
-    const std::vector<int>& reads = needs[static_cast<size_t>(f.operand)];
+    const size_t operand = static_cast<size_t>(f.operand);
+    const Shape& x = nodes[operand].shape;
+    const std::vector<int>& reads = needs[operand];
+    const bool reduced = nodes[operand].kind == Kind::Reduce;
     auto it = std::find_if(p.phases.begin(), p.phases.end(), [&](const PlanPhase& q) {
       const size_t i = static_cast<size_t>(&q - p.phases.data());
-      return q.space == x && (q.reduction == -1 || q.reduction == f.operand) &&
+      return q.space == x && (q.reduction == -1 || q.reduction == f.operand) && (!reduced || phase_of[operand] <= i) &&
              std::all_of(reads.begin(), reads.end(), [&](int red) { return phase_of[static_cast<size_t>(red)] < i; });
     });
     if (it == p.phases.end()) it = p.phases.insert(p.phases.end(), makePhase(x, -1));

@@ -222,7 +222,7 @@ Status checkAgreement(Store& store, const RankEnv& env, const Agreement& what, c
 
 const Agreement kSameProgram{"fingerprint", "a program fingerprint", "fingerprint", "compiled the same program",
                              "ranks compiled different programs",
-                             "check every rank runs the same spec with the same --set", "fail to compile"};
+                             "check every rank runs the same spec with the same --set and --kernels", "fail to compile"};
 const Agreement kSameParameters{"params_hash", "a parameter hash", "parameter hash", "starts from the same parameters",
                                 "ranks start from different parameters",
                                 "every rank must load the same --init / --resume files and use the same seed",

@@ -55,6 +55,20 @@ awk -F'"loss": ' 'FNR == NR { a[FNR] = $2 + 0; next }
     { b = $2 + 0; r = (a[FNR] - b) / a[FNR]; if (r < 0) r = -r; if (r > m) m = r; k++ }
     END { printf "jit vs fast: %d steps, max relative difference %.2e\n", k, m; exit !(k == 10 && m <= 1e-4) }' \
     fast.jsonl one.jsonl || status=1
+# Two nodes whose kernels differ (one says fast, the other takes the default,
+# jit) would train other programs: every rank refuses, naming the fingerprints.
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+export DTL_JOB_TOKEN=e2e-mixed-kernels
+"$dtlc" run s.dtl --nnodes 2 --node-rank 1 --master "127.0.0.1:$port" --join-timeout 30 --kernels fast \
+  --set train.batch=12 --no-checkpoints --out mixed1 >/dev/null 2>mixed1.err &
+node1=$!
+if "$dtlc" run s.dtl --nnodes 2 --node-rank 0 --master "127.0.0.1:$port" --join-timeout 30 \
+     --set train.batch=12 --no-checkpoints --out mixed0 >/dev/null 2>mixed0.err; then
+  echo "nodes running other kernels trained together"; status=1
+fi
+if wait "$node1"; then echo "node 1 (--kernels fast) trained beside a jit node"; status=1; fi
+grep -q 'different programs' mixed0.err || { echo "no refusal naming the programs:"; cat mixed0.err; status=1; }
+unset DTL_JOB_TOKEN
 layout ddp2 s.dtl 2 "mesh dp = 2; split batch over dp; bucket = 1 KiB" --set train.batch=12 --kernels jit
 
 { gpt_spec 16 4 32; cat <<'SPEC'; } >g.dtl

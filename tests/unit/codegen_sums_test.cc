@@ -5,6 +5,7 @@
 // run the chunks, in whichever order.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -120,6 +121,32 @@ TEST(CodegenSums, ChunksGiveTheSameBitsOnAnyThreadInAnyOrder) {
         EXPECT_EQ(0, std::memcmp(once[o].data(), buffers[p.inputs + o].data(), once[o].size() * sizeof(float)))
             << "output " << p.buffers[p.inputs + o].name << (way == 0 ? " on two threads" : " in reverse order");
     }
+  }
+}
+
+// A deferred sum whose operand is itself a reduction (x = max over j) with
+// an earlier phase of x's shape (the stored z = w - max_j(u), which a sum
+// over k reads): the operand adds into its partial only once x's own
+// phase has computed it, never in z's phase before it (found in review).
+TEST(CodegenSums, AReductionOperandAddsIntoItsPartialAfterItsPhase) {
+  std::mt19937_64 rng(13);
+  Stats stats;
+  for (int64_t b : {1, 7, 3000}) {
+    const Shape bjk{{{"b", b}, {"j", 5}, {"k", 6}}}, bk{{{"b", b}, {"k", 6}}};
+    Region r("reduce_operand");
+    int u = r.input("u", bjk), w = r.input("w", bk), v = r.input("v", bjk);
+    int z = r.binary(BinaryFn::Sub, w, r.reduce(ReduceFn::Max, u, "j"));
+    r.output("r2", r.reduce(ReduceFn::Sum, z, "k"));
+    int x = r.reduce(ReduceFn::Max, v, "j");
+    r.output("s", r.reduce(ReduceFn::Sum, x, "b"));
+    KernelPlan p = planKernel(r);
+    ASSERT_EQ(p.folded.size(), 1u) << printRegion(r);
+    ASSERT_EQ(p.folded[0].operand, x);
+    for (size_t i = 0; i < p.phases.size(); ++i)
+      if (std::count(p.phases[i].partials.begin(), p.phases[i].partials.end(), p.folded[0].node))
+        for (size_t k = i + 1; k < p.phases.size(); ++k) EXPECT_NE(p.phases[k].reduction, x) << "phase " << i;
+    const int64_t n = b * 30;
+    checkRegion(r, {randomValues(n, rng, 0.02), randomValues(b * 6, rng, 0.02), randomValues(n, rng, 0.02)}, &stats);
   }
 }
 

@@ -395,7 +395,7 @@ TEST(Rendezvous, DifferentFingerprintsFailEveryRank) {
   });
   for (const Status& st : results) {
     EXPECT_EQ(st.message, "ranks compiled different programs: rank 1 has fingerprint bbbb; rank 3 has fingerprint "
-                          "cccc, but ranks 0, 2 have aaaa; check every rank runs the same spec with the same --set");
+                          "cccc, but ranks 0, 2 have aaaa; check every rank runs the same spec with the same --set and --kernels");
   }
 }
 
@@ -522,7 +522,7 @@ TEST(Launcher, MismatchedFingerprintsAreRefused) {
   JobRun run = launchChildren(3, {"--fingerprint-rank", "1", "other-program"});
   EXPECT_EQ(run.code, 1);
   std::string why = "ranks compiled different programs: rank 1 has fingerprint other-program, but ranks 0, 2 have "
-                    "same-program; check every rank runs the same spec with the same --set";
+                    "same-program; check every rank runs the same spec with the same --set and --kernels";
   EXPECT_TRUE(contains(run.log, "launch_child: " + why)) << run.log;
   EXPECT_FALSE(contains(run.log, "says hello")) << run.log;
 }

@@ -356,7 +356,10 @@ bool joinRanks(const driver::Frontend& fe, const rt::launch::RankEnv& env, const
     failure = s.message;
     return false;
   }
-  s = rt::launch::checkFingerprints(*store, env, hex64(fnv1a(programText(fe, config))), timeout);
+  // The kernels too: a node whose dtlc lacks the generator would run fast
+  // beside the others' jit (other update kernels, replicas drifting apart).
+  const std::string program = programText(fe, config) + "kernels " + kernelsOrDefault(f.kernels) + "\n";
+  s = rt::launch::checkFingerprints(*store, env, hex64(fnv1a(program)), timeout);
   if (!s.ok) {
     failure = s.message;
     return false;
