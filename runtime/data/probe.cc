@@ -47,7 +47,7 @@ std::string sizeMismatch(const std::string& path, const GzReader& r, int64_t fou
 
 }  // namespace
 
-ProbeResult probeIdx(const std::string& path) {
+static ProbeResult probeIdxOnce(const std::string& path) {
   return guarded(path, [&]() -> ProbeResult {
     GzReader r;
     if (!r.open(path)) return fail(r.error());
@@ -100,7 +100,7 @@ ProbeResult probeIdx(const std::string& path) {
   });
 }
 
-ProbeResult probeNpy(const std::string& path) {
+static ProbeResult probeNpyOnce(const std::string& path) {
   return guarded(path, [&]() -> ProbeResult {
     GzReader r;
     if (!r.open(path)) return fail(r.error());
@@ -187,7 +187,7 @@ ProbeResult probeNpy(const std::string& path) {
   });
 }
 
-ProbeResult probeSafetensors(const std::string& path, const std::string& key) {
+static ProbeResult probeSafetensorsOnce(const std::string& path, const std::string& key) {
   return guarded(path, [&]() -> ProbeResult {
     GzReader r;
     if (!r.open(path)) return fail(r.error());
@@ -318,7 +318,7 @@ ProbeResult windows(const std::string& path, int64_t count, int64_t seq, const s
 
 }  // namespace
 
-ProbeResult probeText(const std::string& path, int64_t seq) {
+static ProbeResult probeTextOnce(const std::string& path, int64_t seq) {
   return guarded(path, [&]() -> ProbeResult {
     std::string source = "text(seq = " + std::to_string(seq) + ")";
     if (seq < 1) return fail(path + ": " + source + " needs seq >= 1");
@@ -330,7 +330,7 @@ ProbeResult probeText(const std::string& path, int64_t seq) {
   });
 }
 
-ProbeResult probeTokens(const std::string& path, const std::string& dtype, int64_t seq) {
+static ProbeResult probeTokensOnce(const std::string& path, const std::string& dtype, int64_t seq) {
   return guarded(path, [&]() -> ProbeResult {
     std::string source = "tokens(dtype = " + dtype + ", seq = " + std::to_string(seq) + ")";
     int64_t size = dtype == "u16" ? 2 : (dtype == "u32" || dtype == "i32") ? 4 : 0;
@@ -346,6 +346,24 @@ ProbeResult probeTokens(const std::string& path, const std::string& dtype, int64
                   dtype + " tokens (" + std::to_string(size) + " bytes each)");
     return windows(path, bytes / size, seq, dtype + " tokens", source);
   });
+}
+
+// Each file's probe once per process while it stays the same (probe_internal.h).
+ProbeResult probeIdx(const std::string& path) {
+  return remembered("idx", path, [&] { return probeIdxOnce(path); });
+}
+ProbeResult probeNpy(const std::string& path) {
+  return remembered("npy", path, [&] { return probeNpyOnce(path); });
+}
+ProbeResult probeSafetensors(const std::string& path, const std::string& key) {
+  return remembered("safetensors\n" + key, path, [&] { return probeSafetensorsOnce(path, key); });
+}
+ProbeResult probeText(const std::string& path, int64_t seq) {
+  return remembered("text " + std::to_string(seq), path, [&] { return probeTextOnce(path, seq); });
+}
+ProbeResult probeTokens(const std::string& path, const std::string& dtype, int64_t seq) {
+  return remembered("tokens " + dtype + " " + std::to_string(seq), path,
+                    [&] { return probeTokensOnce(path, dtype, seq); });
 }
 
 }  // namespace dtl::rt::data

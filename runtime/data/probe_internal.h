@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <new>
 #include <string>
 #include <vector>
@@ -62,6 +63,14 @@ inline ProbeResult finish(const std::string& path, const std::vector<int64_t>& s
   r.info.kind = dt.kind;
   return r;
 }
+
+// A probe of a gzip file this process has probed before, unchanged since
+// (the same device, inode, size, mtime and compressed bytes): its result
+// again, without inflating the whole file a second time. One run probes each
+// file two or three times (its spec is compiled again for the run folder's
+// plan, and the loader probes before it reads). `key` names the probe and
+// its arguments. Files that are not gzip are probed every time.
+ProbeResult remembered(const std::string& key, const std::string& path, const std::function<ProbeResult()>& probe);
 
 // The probes promise not to throw; this is the boundary.
 template <class F>

@@ -116,6 +116,26 @@ TEST_F(Probe, IdxPlainAndGzip) {
   expectInfo(probeIdx(write("extra", idx(0x08, {2, 2}, 9))), 2, {2}, "u8", ElemKind::Int);  // trailing bytes are fine
 }
 
+// A gzip file's probe is remembered for the process (one run probes each
+// file two or three times) only while the file stays the same: rewritten in
+// place within the same second, with the same size or not, or damaged, it is
+// probed again.
+TEST_F(Probe, GzipProbesAreRememberedOnlyWhileTheFileIsUnchanged) {
+  const std::string p = writeGz("same.idx.gz", idx(0x08, {4, 6}, 24));
+  expectInfo(probeIdx(p), 4, {6}, "u8", ElemKind::Int);
+  expectInfo(probeIdx(p), 4, {6}, "u8", ElemKind::Int);
+  writeGz("same.idx.gz", idx(0x08, {6, 4}, 24));  // the same uncompressed bytes, another header
+  expectInfo(probeIdx(p), 6, {4}, "u8", ElemKind::Int);
+  writeGz("same.idx.gz", idx(0x08, {3, 4}, 12));
+  expectInfo(probeIdx(p), 3, {4}, "u8", ElemKind::Int);
+  const std::string gz = gzBytes(idx(0x08, {3, 4}, 12));
+  write("same.idx.gz", gz.substr(0, gz.size() - 12));
+  expectError(probeIdx(p), p, {"gzip data ends early (the file is truncated)"});
+  // Another probe of the same file (text windows) is not the idx probe's answer.
+  writeGz("same.idx.gz", std::string(1001, 'b'));
+  expectInfo(probeText(p, 100), 10, {100}, "i32", ElemKind::Int);
+}
+
 TEST_F(Probe, IdxErrors) {
   std::string p = write("empty", "");
   expectError(probeIdx(p), p, {"is 0 bytes", "expected at least 4"});
