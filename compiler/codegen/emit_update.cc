@@ -16,6 +16,7 @@
 #include "llvm/IR/IntrinsicsNVPTX.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
+#include "runtime/optim/subnormal.h"
 
 namespace dtl::codegen {
 
@@ -67,7 +68,7 @@ class UpdateEmitter {
     store(fma(d, s[optim_step::kSgdNegLr], pv), p, i);  // param.add_(d_p, alpha=-lr)
   }
 
-  // runtime/optim/optimizer.cc's adamLoop body, operation for operation.
+  // runtime/optim/optimizer.cc's adamElement, operation for operation.
   void adamElement(Value* p, Value* g, Value* m, Value* v, Value* i, const std::vector<Value*>& s) {
     using namespace optim_step;
     Value* gi = load(g, i);
@@ -76,11 +77,123 @@ class UpdateEmitter {
     if (v_.decoupled) pi = b_.CreateFMul(pi, s[kAdamDecay]);
     Value* mi = fma(gi, s[kAdamOneMinusBeta1], b_.CreateFMul(load(m, i), s[kAdamBeta1]));
     Value* vi = fma(b_.CreateFMul(s[kAdamOneMinusBeta2], gi), gi, b_.CreateFMul(load(v, i), s[kAdamBeta2]));
-    Value* root = b_.CreateIntrinsic(llvm::Intrinsic::sqrt, {f32()}, {vi});
-    Value* denom = b_.CreateFAdd(b_.CreateFDiv(root, s[kAdamBiasCorrection2Sqrt]), s[kAdamEps]);
+    Value* denom = adamDenom(vi, s);
     store(mi, m, i);
     store(vi, v, i);
     store(b_.CreateFAdd(pi, b_.CreateFDiv(b_.CreateFMul(s[kAdamNegStepSize], mi), denom)), p, i);
+  }
+
+  Value* adamDenom(Value* vi, const std::vector<Value*>& s) {
+    Value* root = b_.CreateIntrinsic(llvm::Intrinsic::sqrt, {f32()}, {vi});
+    return b_.CreateFAdd(b_.CreateFDiv(root, s[optim_step::kAdamBiasCorrection2Sqrt]), s[optim_step::kAdamEps]);
+  }
+
+  Value* i32(uint32_t x) { return b_.getInt32(x); }
+  Value* bitsOf(Value* x) { return b_.CreateBitCast(x, b_.getInt32Ty()); }
+  Value* floatOf(Value* x) { return b_.CreateBitCast(x, f32()); }
+  Value* f64(double x) { return llvm::ConstantFP::get(b_.getDoubleTy(), x); }
+  Value* f32c(float x) { return llvm::ConstantFP::get(f32(), x); }
+  // (x & ~mask) | (y & mask) on the bits: a select LLVM cannot speculate an operation through
+  Value* blend(Value* x, Value* y, Value* mask) {
+    return floatOf(b_.CreateOr(b_.CreateAnd(bitsOf(x), b_.CreateNot(mask)), b_.CreateAnd(bitsOf(y), mask)));
+  }
+
+  // runtime/optim/optimizer.cc's adamBlockSubnormal for one element (runtime/optim/
+  // subnormal.h: the rule), in one pass; `bound` is subnormal::vanishBound.
+  void adamElementSubnormal(Value* p, Value* g, Value* m, Value* v, Value* i, const std::vector<Value*>& s,
+                            Value* bound) {
+    using namespace optim_step;
+    Value* gi = load(g, i);
+    Value* pi = load(p, i);
+    if (v_.l2) gi = fma(pi, s[kAdamWeightDecay], gi);
+    if (v_.decoupled) pi = b_.CreateFMul(pi, s[kAdamDecay]);
+    Value* m_bits = bitsOf(load(m, i));
+    Value* product = b_.CreateFMul(b_.CreateUIToFP(b_.CreateAnd(m_bits, i32(0x007fffff)), b_.getDoubleTy()),
+                                   b_.CreateFPExt(s[kAdamBeta1], b_.getDoubleTy()));
+    Value* decayed =
+        b_.CreateFPToUI(b_.CreateIntrinsic(llvm::Intrinsic::nearbyint, {b_.getDoubleTy()}, {product}), b_.getInt32Ty());
+    Value* is_subnormal = b_.CreateICmpULT(b_.CreateSub(b_.CreateAnd(m_bits, i32(0x7fffffff)), i32(1)), i32(0x007fffff));
+    Value* exact = b_.CreateAnd(b_.CreateAnd(is_subnormal, b_.CreateFCmpOEQ(gi, llvm::ConstantFP::get(f32(), 0.0))),
+                                b_.CreateICmpNE(decayed, i32(0)));
+    Value* exact_mask = b_.CreateSExt(exact, b_.getInt32Ty());
+    Value* m_in = floatOf(b_.CreateAnd(m_bits, b_.CreateNot(exact_mask)));
+    Value* mi_fp = fma(gi, s[kAdamOneMinusBeta1], b_.CreateFMul(m_in, s[kAdamBeta1]));
+    Value* mi = blend(mi_fp, floatOf(b_.CreateOr(b_.CreateAnd(m_bits, i32(0x80000000u)), decayed)), exact_mask);
+    Value* vi = fma(b_.CreateFMul(s[kAdamOneMinusBeta2], gi), gi, b_.CreateFMul(load(v, i), s[kAdamBeta2]));
+    Value* denom = adamDenom(vi, s);
+    Value* same_mask = b_.CreateSExt(b_.CreateAnd(exact, updateVanishes(pi, denom, bound)), b_.getInt32Ty());
+    Value* mi_step = floatOf(b_.CreateAnd(bitsOf(mi), b_.CreateNot(same_mask)));
+    Value* pn = b_.CreateFAdd(pi, b_.CreateFDiv(b_.CreateFMul(s[kAdamNegStepSize], mi_step), denom));
+    store(mi, m, i);
+    store(vi, v, i);
+    store(blend(pn, pi, same_mask), p, i);
+  }
+
+  // subnormal::updateVanishes, as an i1
+  Value* updateVanishes(Value* pi, Value* denom, Value* bound) {
+    Value* mag = b_.CreateAnd(bitsOf(pi), i32(0x7fffffff));
+    Value* usable = b_.CreateAnd(b_.CreateICmpUGE(mag, i32(0x00800000)), b_.CreateICmpULE(mag, i32(0x7f800000)));
+    Value* magnitude = floatOf(b_.CreateAnd(mag, b_.CreateSExt(usable, b_.getInt32Ty())));
+    Value* lhs = b_.CreateFAdd(bound, b_.CreateFMul(f32c(0x1p-49f), denom));
+    Value* rhs = b_.CreateFMul(b_.CreateFMul(magnitude, f32c(0x1p73f)), denom);
+    return b_.CreateFCmpOLT(lhs, rhs);
+  }
+
+  // subnormal::vanishBound
+  Value* vanishBound(Value* neg_step) {
+    Value* a = b_.CreateIntrinsic(llvm::Intrinsic::fabs, {b_.getDoubleTy()}, {b_.CreateFPExt(neg_step, b_.getDoubleTy())});
+    Value* q = b_.CreateFMul(b_.CreateFAdd(b_.CreateFMul(a, f64(0x1p-26)), f64(0x1p-50)), f64(1 + 0x1p-20));
+    return b_.CreateFPTrunc(q, f32());
+  }
+
+  // optimizer.cc's adamLoop: 64-element blocks; one with a subnormal first
+  // moment runs the emulating element, the others the plain one.
+  void adamBlocks(llvm::Function* f, const std::vector<Value*>& s) {
+    Value *p = f->getArg(0), *g = f->getArg(1), *m = f->getArg(2), *v = f->getArg(3), *n = f->getArg(4);
+    Value* bound = vanishBound(s[optim_step::kAdamNegStepSize]);
+    Value* block = b_.getInt64(rt::optim::subnormal::kBlock);
+    stridedLoop(b_.getInt64(0), n, block, "b", [&](Value* lo) {
+      Value* end = b_.CreateAdd(lo, block);
+      Value* hi = b_.CreateSelect(b_.CreateICmpSLT(end, n), end, n);
+      Value* any = anySubnormal(m, lo, hi);
+      llvm::Function* fn = b_.GetInsertBlock()->getParent();
+      auto* plain = llvm::BasicBlock::Create(ctx_, "plain", fn);
+      auto* emulating = llvm::BasicBlock::Create(ctx_, "emulating", fn);
+      auto* join = llvm::BasicBlock::Create(ctx_, "block.end", fn);
+      b_.CreateCondBr(any, emulating, plain);
+      b_.SetInsertPoint(plain);
+      stridedLoop(lo, hi, b_.getInt64(1), "i", [&](Value* i) { adamElement(p, g, m, v, i, s); });
+      b_.CreateBr(join);
+      b_.SetInsertPoint(emulating);
+      stridedLoop(lo, hi, b_.getInt64(1), "j", [&](Value* i) { adamElementSubnormal(p, g, m, v, i, s, bound); });
+      b_.CreateBr(join);
+      b_.SetInsertPoint(join);
+    });
+  }
+
+  // subnormal::anySubnormal over m[lo, hi): an or-reduction the vectoriser takes
+  Value* anySubnormal(Value* m, Value* lo, Value* hi) {
+    llvm::Function* f = b_.GetInsertBlock()->getParent();
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* head = llvm::BasicBlock::Create(ctx_, "any.loop", f);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "any.end", f);
+    b_.CreateBr(head);  // lo < hi: a block is never empty
+    b_.SetInsertPoint(head);
+    llvm::PHINode* i = b_.CreatePHI(i64(), 2, "k");
+    llvm::PHINode* acc = b_.CreatePHI(b_.getInt32Ty(), 2, "any");
+    i->addIncoming(lo, pre);
+    acc->addIncoming(i32(0), pre);
+    Value* mag = b_.CreateAnd(bitsOf(load(m, i)), i32(0x7fffffff));
+    Value* sub = b_.CreateZExt(b_.CreateICmpULT(b_.CreateSub(mag, i32(1)), i32(0x007fffff)), b_.getInt32Ty());
+    Value* next_acc = b_.CreateOr(acc, sub);
+    Value* next = b_.CreateAdd(i, b_.getInt64(1), "k.next", true, true);
+    i->addIncoming(next, head);
+    acc->addIncoming(next_acc, head);
+    b_.CreateCondBr(b_.CreateICmpSLT(next, hi), head, exit);
+    b_.SetInsertPoint(exit);
+    llvm::PHINode* result = b_.CreatePHI(b_.getInt32Ty(), 1, "any.result");
+    result->addIncoming(next_acc, head);
+    return b_.CreateICmpNE(result, i32(0));
   }
 
   // for (i = lo; i < hi; i += step) body(i)
@@ -129,13 +242,17 @@ class UpdateEmitter {
       lo = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x);
       step = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x);
     }
-    stridedLoop(lo, f->getArg(4), step, "i", [&](Value* i) {
-      if (v_.rule == Variant::Rule::Sgd) {
-        sgdElement(f->getArg(0), f->getArg(1), f->getArg(2), i, s);
-      } else {
-        adamElement(f->getArg(0), f->getArg(1), f->getArg(2), f->getArg(3), i, s);
-      }
-    });
+    if (v_.rule == Variant::Rule::Adam && target_ == Target::X86) {
+      adamBlocks(f, s);  // x86 pays a microcode assist per subnormal operand; GPUs do not
+    } else {
+      stridedLoop(lo, f->getArg(4), step, "i", [&](Value* i) {
+        if (v_.rule == Variant::Rule::Sgd) {
+          sgdElement(f->getArg(0), f->getArg(1), f->getArg(2), i, s);
+        } else {
+          adamElement(f->getArg(0), f->getArg(1), f->getArg(2), f->getArg(3), i, s);
+        }
+      });
+    }
     b_.CreateRetVoid();
     return f;
   }
@@ -207,7 +324,7 @@ std::unique_ptr<llvm::Module> emitUpdate(const Variant& v, Target target, llvm::
 // The kernel is fixed by its variant (the scalars are arguments), so the
 // variant's name is the text its key hashes, with this file's own version:
 // bump it whenever the code emitted here changes.
-constexpr int kUpdateVersion = 2;  // 2: 256-bit vectors
+constexpr int kUpdateVersion = 3;  // 2: 256-bit vectors; 3: subnormal first moments
 std::string updateCacheKey(const Variant& v) {
   return hostCacheKey("multi-tensor update v" + std::to_string(kUpdateVersion) + " " + v.name());
 }

@@ -1,0 +1,210 @@
+// Adam's subnormal first moments (runtime/optim/subnormal.h): the update
+// computes them without a subnormal operand, and must still give the bits
+// of plain IEEE arithmetic -- PyTorch's formula evaluated element by
+// element here (this file is compiled with -ffp-contract=off). Inputs are
+// built to reach every branch of the rule: subnormal moments with ±0 and
+// nonzero gradients, the rounding tie (M = 2^22 with beta1 = 0.9f), moments
+// that decay to zero, parameters that are 0, subnormal, the smallest
+// normal, a power of two, huge, ±inf and NaN, steps too small and too large
+// to move them, in blocks with and without a subnormal moment.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/optim/optimizer.h"
+#include "runtime/optim/simd.h"
+
+namespace dtl::rt::optim {
+namespace {
+
+uint32_t bitsOf(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  return b;
+}
+float ofBits(uint32_t b) {
+  float x;
+  std::memcpy(&x, &b, 4);
+  return x;
+}
+std::string hex(float x) {
+  char b[16];
+  std::snprintf(b, sizeof b, "0x%08x", bitsOf(x));
+  return b;
+}
+bool subnormal(float x) { return x != 0 && std::fabs(x) < FLT_MIN; }
+
+struct Tensor {
+  std::vector<float> p, g;
+  ParamState st;
+};
+
+// PyTorch 1.13's _single_tensor_adam(w) for one tensor, operation by operation.
+void oracleStep(const OptimizerConfig& k, Tensor& t, int64_t step, double lr) {
+  const double s = static_cast<double>(step);
+  const double bc1 = 1 - std::pow(k.beta1, s), bc2 = 1 - std::pow(k.beta2, s);
+  const float wd = static_cast<float>(k.weight_decay), decay = static_cast<float>(1 - lr * k.weight_decay);
+  const float b1 = static_cast<float>(k.beta1), omb1 = static_cast<float>(1 - k.beta1);
+  const float b2 = static_cast<float>(k.beta2), omb2 = static_cast<float>(1 - k.beta2);
+  const float bc2_sqrt = static_cast<float>(std::sqrt(bc2)), eps = static_cast<float>(k.eps);
+  const float neg_step = static_cast<float>(-(lr / bc1));
+  for (size_t i = 0; i < t.p.size(); ++i) {
+    float gi = t.g[i], pi = t.p[i];
+    if (k.name == "adam" && k.weight_decay != 0) gi = std::fma(pi, wd, gi);
+    if (k.name == "adamw") pi = pi * decay;
+    const float mi = std::fma(gi, omb1, t.st.a[i] * b1);
+    const float vi = std::fma(omb2 * gi, gi, t.st.b[i] * b2);
+    const float denom = std::sqrt(vi) / bc2_sqrt + eps;
+    t.st.a[i] = mi;
+    t.st.b[i] = vi;
+    t.p[i] = pi + neg_step * mi / denom;
+  }
+}
+
+float pick(std::mt19937_64& rng, const std::vector<float>& from) { return from[rng() % from.size()]; }
+
+float randomSubnormal(std::mt19937_64& rng) {
+  static const uint32_t special[] = {1, 2, 3, 5, 0x400000, 0x7fffff, 0x7ffffe};
+  const uint32_t mant = rng() % 4 == 0 ? special[rng() % 7] : 1 + static_cast<uint32_t>(rng() % 0x7fffff);
+  return ofBits(mant | (rng() % 2 ? 0x80000000u : 0u));
+}
+
+float randomNormal(std::mt19937_64& rng, int lo_exp, int hi_exp) {
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  const int e = lo_exp + static_cast<int>(rng() % static_cast<uint64_t>(hi_exp - lo_exp + 1));
+  return std::ldexp(mant(rng), e) * (rng() % 2 ? -1.0f : 1.0f);
+}
+
+// n elements; `dense` of every 64-element block have subnormal moments
+// (so some blocks take the plain loop and some the emulating one).
+Tensor makeTensor(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  Tensor t;
+  t.p.resize(n);
+  t.g.resize(n);
+  t.st.a.resize(n);
+  t.st.b.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const bool block_has_subnormals = (i / 64) % 3 != 1;
+    const int r = static_cast<int>(rng() % 100);
+    t.st.a[i] = block_has_subnormals && r < 60 ? randomSubnormal(rng)
+                : r < 80                       ? randomNormal(rng, -20, 0)
+                                               : pick(rng, {0.0f, -0.0f, FLT_MIN, -FLT_MIN, inf, nan});
+    const int q = static_cast<int>(rng() % 100);
+    t.g[i] = q < 70 ? pick(rng, {0.0f, -0.0f}) : q < 95 ? randomNormal(rng, -30, 2) : pick(rng, {1e-40f, inf, nan});
+    const int u = static_cast<int>(rng() % 100);
+    t.p[i] = u < 60   ? randomNormal(rng, -100, 10)
+             : u < 75 ? randomNormal(rng, -126, -90)
+             : u < 85 ? pick(rng, {1.0f, -0.5f, 0x1p-100f, FLT_MIN, -FLT_MIN, FLT_MAX})
+                      : pick(rng, {0.0f, -0.0f, 1e-40f, -3e-39f, inf, -inf, nan});
+    const int w = static_cast<int>(rng() % 100);
+    t.st.b[i] = w < 80 ? std::fabs(randomNormal(rng, -40, 0)) : pick(rng, {0.0f, 1e-40f, inf});
+  }
+  return t;
+}
+
+OptimizerConfig adamConfig(const std::string& name, double lr, double wd, double eps) {
+  OptimizerConfig c;
+  c.name = name;
+  c.lr = lr;
+  c.weight_decay = wd;
+  c.eps = eps;
+  return c;
+}
+
+struct Coverage {
+  int64_t emulable = 0, kept = 0, moved = 0;
+};
+
+// Elements the rule applies to, and how many of those kept their parameter.
+void count(const OptimizerConfig& k, const Tensor& before, const Tensor& after, Coverage& c) {
+  for (size_t i = 0; i < before.p.size(); ++i) {
+    float gi = before.g[i];
+    if (k.name == "adam" && k.weight_decay != 0) gi = std::fma(before.p[i], static_cast<float>(k.weight_decay), gi);
+    if (gi != 0 || !subnormal(before.st.a[i]) || after.st.a[i] == 0) continue;
+    ++c.emulable;
+    const bool same = std::memcmp(&after.p[i], &before.p[i], 4) == 0 ||
+                      (k.name == "adamw" && !std::isnan(after.p[i]) &&
+                       after.p[i] == before.p[i] * static_cast<float>(1 - k.lr * k.weight_decay));
+    ++(same ? c.kept : c.moved);
+  }
+}
+
+::testing::AssertionResult sameBits(const std::vector<float>& want, const std::vector<float>& got, const Tensor& in,
+                                    const char* what) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i]) && std::isnan(got[i])) continue;
+    if (bitsOf(want[i]) != bitsOf(got[i]))
+      return ::testing::AssertionFailure()
+             << what << "[" << i << "]: want " << want[i] << " (" << hex(want[i]) << "), got " << got[i] << " ("
+             << hex(got[i]) << ") from p " << in.p[i] << " g " << in.g[i]
+             << " exp_avg " << in.st.a[i] << " exp_avg_sq " << in.st.b[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+void expectIeeeBits(const OptimizerConfig& k, Coverage& coverage) {
+  Tensor fast = makeTensor(64 * 40 + 37, 11), ieee = fast;
+  const Optimizer opt(k);
+  for (int64_t step : {1, 2, 3, 40, 1000}) {
+    const double lr = k.lr * (1.0 - 0.001 * static_cast<double>(step));
+    const Tensor before = fast;
+    oracleStep(k, ieee, step, lr);
+    opt.update(fast.p.data(), fast.g.data(), static_cast<int64_t>(fast.p.size()), fast.st, step, lr);
+    const std::string at = k.name + " lr " + std::to_string(k.lr) + " step " + std::to_string(step);
+    ASSERT_TRUE(sameBits(ieee.st.a, fast.st.a, before, (at + " exp_avg").c_str()));
+    ASSERT_TRUE(sameBits(ieee.st.b, fast.st.b, before, (at + " exp_avg_sq").c_str()));
+    ASSERT_TRUE(sameBits(ieee.p, fast.p, before, (at + " param").c_str()));
+    count(k, before, fast, coverage);
+    // the next step's inputs: fresh subnormal moments where the old ones decayed or grew
+    Tensor fresh = makeTensor(fast.p.size(), 100 + static_cast<uint64_t>(step));
+    for (size_t i = 0; i < fast.p.size(); ++i)
+      if (!subnormal(fast.st.a[i]) && subnormal(fresh.st.a[i])) fast.st.a[i] = ieee.st.a[i] = fresh.st.a[i];
+  }
+}
+
+std::vector<OptimizerConfig> configs() {
+  return {adamConfig("adam", 1e-3, 0, 1e-8),    adamConfig("adam", 1e-3, 0.05, 1e-8),
+          adamConfig("adamw", 3e-4, 0.1, 1e-8),  adamConfig("adamw", 1e-3, 0, 1e-8),
+          adamConfig("adam", 1e6, 0, 1e-30),     adamConfig("adam", 0, 0, 1e-8),
+          adamConfig("adamw", 10, 0.01, 0)};
+}
+
+TEST(OptimSubnormalMoments, GiveTheBitsOfPlainFloatArithmeticInBothBuilds) {
+  Coverage fma_build, baseline_build;
+  for (const OptimizerConfig& k : configs()) expectIeeeBits(k, fma_build);
+  detail::forceBaselineBuild() = true;
+  for (const OptimizerConfig& k : configs()) expectIeeeBits(k, baseline_build);
+  detail::forceBaselineBuild() = false;
+  // the inputs reached the rule, with parameters it keeps and ones it must move
+  for (const Coverage& c : {fma_build, baseline_build}) {
+    EXPECT_GT(c.emulable, 10000);
+    EXPECT_GT(c.kept, 1000);
+    EXPECT_GT(c.moved, 100);
+  }
+}
+
+// The tie: 0x400000 · 0.9f = 3774873.5 on the subnormal grid rounds to the even 3774874.
+TEST(OptimSubnormalMoments, RoundHalfToEvenOnTheSubnormalGrid) {
+  Tensor t;
+  t.p = {1.0f, 0.0f};
+  t.g = {0.0f, -0.0f};
+  t.st.a = {ofBits(0x400000), ofBits(0x80000001)};  // the tie, and -2^-149
+  t.st.b = {1e-6f, 0.0f};
+  const Optimizer opt(adamConfig("adam", 1e-3, 0, 1e-8));
+  opt.update(t.p.data(), t.g.data(), 2, t.st, 5, 1e-3);
+  EXPECT_EQ(bitsOf(t.st.a[0]), 3774874u);
+  EXPECT_EQ(bitsOf(t.st.a[1]), 0x80000001u);  // 0.9 rounds to 1: the smallest subnormal stays
+  EXPECT_EQ(t.p[0], 1.0f);
+}
+
+}  // namespace
+}  // namespace dtl::rt::optim
