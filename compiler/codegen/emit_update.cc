@@ -107,18 +107,8 @@ class UpdateEmitter {
     Value* pi = load(p, i);
     if (v_.l2) gi = fma(pi, s[kAdamWeightDecay], gi);
     if (v_.decoupled) pi = b_.CreateFMul(pi, s[kAdamDecay]);
-    Value* m_bits = bitsOf(load(m, i));
-    Value* product = b_.CreateFMul(b_.CreateUIToFP(b_.CreateAnd(m_bits, i32(0x007fffff)), b_.getDoubleTy()),
-                                   b_.CreateFPExt(s[kAdamBeta1], b_.getDoubleTy()));
-    Value* decayed =
-        b_.CreateFPToUI(b_.CreateIntrinsic(llvm::Intrinsic::nearbyint, {b_.getDoubleTy()}, {product}), b_.getInt32Ty());
-    Value* is_subnormal = b_.CreateICmpULT(b_.CreateSub(b_.CreateAnd(m_bits, i32(0x7fffffff)), i32(1)), i32(0x007fffff));
-    Value* exact = b_.CreateAnd(b_.CreateAnd(is_subnormal, b_.CreateFCmpOEQ(gi, llvm::ConstantFP::get(f32(), 0.0))),
-                                b_.CreateICmpNE(decayed, i32(0)));
-    Value* exact_mask = b_.CreateSExt(exact, b_.getInt32Ty());
-    Value* m_in = floatOf(b_.CreateAnd(m_bits, b_.CreateNot(exact_mask)));
-    Value* mi_fp = fma(gi, s[kAdamOneMinusBeta1], b_.CreateFMul(m_in, s[kAdamBeta1]));
-    Value* mi = blend(mi_fp, floatOf(b_.CreateOr(b_.CreateAnd(m_bits, i32(0x80000000u)), decayed)), exact_mask);
+    Value* exact = nullptr;
+    Value* mi = decayedState(load(m, i), gi, s[kAdamBeta1], s[kAdamOneMinusBeta1], &exact);
     Value* vi = fma(b_.CreateFMul(s[kAdamOneMinusBeta2], gi), gi, b_.CreateFMul(load(v, i), s[kAdamBeta2]));
     Value* denom = adamDenom(vi, s);
     Value* same_mask = b_.CreateSExt(b_.CreateAnd(exact, updateVanishes(pi, denom, bound)), b_.getInt32Ty());
@@ -126,6 +116,40 @@ class UpdateEmitter {
     Value* pn = b_.CreateFAdd(pi, b_.CreateFDiv(b_.CreateFMul(s[kAdamNegStepSize], mi_step), denom));
     store(mi, m, i);
     store(vi, v, i);
+    store(blend(pn, pi, same_mask), p, i);
+  }
+
+  // The state's decay fma(d, c, x·beta) for an element whose x is subnormal
+  // and d is ±0, on the integer grid (subnormal.h); the float arithmetic,
+  // with x as 0 where it is emulated, elsewhere. *exact: where it is.
+  Value* decayedState(Value* x, Value* d, Value* beta, Value* c, Value** exact) {
+    Value* x_bits = bitsOf(x);
+    Value* product = b_.CreateFMul(b_.CreateUIToFP(b_.CreateAnd(x_bits, i32(0x007fffff)), b_.getDoubleTy()),
+                                   b_.CreateFPExt(beta, b_.getDoubleTy()));
+    Value* clamped = b_.CreateSelect(b_.CreateFCmpOLT(product, f64(0x1p24)), product, f64(0x1p24));  // NaN: 2^24
+    Value* decayed =
+        b_.CreateFPToUI(b_.CreateIntrinsic(llvm::Intrinsic::nearbyint, {b_.getDoubleTy()}, {clamped}), b_.getInt32Ty());
+    Value* is_subnormal = b_.CreateICmpULT(b_.CreateSub(b_.CreateAnd(x_bits, i32(0x7fffffff)), i32(1)), i32(0x007fffff));
+    Value* in_grid = b_.CreateAnd(b_.CreateICmpNE(decayed, i32(0)), b_.CreateICmpULT(decayed, i32(0x00800000)));
+    *exact = b_.CreateAnd(b_.CreateAnd(is_subnormal, b_.CreateFCmpOEQ(d, llvm::ConstantFP::get(f32(), 0.0))), in_grid);
+    Value* exact_mask = b_.CreateSExt(*exact, b_.getInt32Ty());
+    Value* x_in = floatOf(b_.CreateAnd(x_bits, b_.CreateNot(exact_mask)));
+    Value* fp = fma(d, c, b_.CreateFMul(x_in, beta));
+    return blend(fp, floatOf(b_.CreateOr(b_.CreateAnd(x_bits, i32(0x80000000u)), decayed)), exact_mask);
+  }
+
+  // runtime/optim/optimizer.cc's sgdBlockSubnormal for one element.
+  void sgdElementSubnormal(Value* p, Value* g, Value* buf, Value* i, const std::vector<Value*>& s, Value* bound) {
+    using namespace optim_step;
+    Value* pi = load(p, i);
+    Value* d = load(g, i);
+    if (v_.weight_decay) d = fma(pi, s[kSgdWeightDecay], d);
+    Value* exact = nullptr;
+    Value* b = decayedState(load(buf, i), d, s[kSgdMomentum], s[kSgdOneMinusDampening], &exact);
+    store(b, buf, i);
+    Value* same_mask =
+        b_.CreateSExt(b_.CreateAnd(exact, updateVanishes(pi, f32c(1.0f), bound)), b_.getInt32Ty());
+    Value* pn = fma(floatOf(b_.CreateAnd(bitsOf(b), b_.CreateNot(same_mask))), s[kSgdNegLr], pi);
     store(blend(pn, pi, same_mask), p, i);
   }
 
@@ -146,26 +170,25 @@ class UpdateEmitter {
     return b_.CreateFPTrunc(q, f32());
   }
 
-  // optimizer.cc's adamLoop: 64-element blocks; one with a subnormal first
-  // moment runs the emulating element, the others the plain one.
-  void adamBlocks(llvm::Function* f, const std::vector<Value*>& s) {
-    Value *p = f->getArg(0), *g = f->getArg(1), *m = f->getArg(2), *v = f->getArg(3), *n = f->getArg(4);
-    Value* bound = vanishBound(s[optim_step::kAdamNegStepSize]);
+  // optimizer.cc's adamLoop and sgdLoop: 64-element blocks; one with a
+  // subnormal state x runs `emulating`, the others `plain`.
+  void subnormalBlocks(Value* x, Value* n, const std::function<void(Value*)>& plain,
+                       const std::function<void(Value*)>& emulating) {
     Value* block = b_.getInt64(rt::optim::subnormal::kBlock);
     stridedLoop(b_.getInt64(0), n, block, "b", [&](Value* lo) {
       Value* end = b_.CreateAdd(lo, block);
       Value* hi = b_.CreateSelect(b_.CreateICmpSLT(end, n), end, n);
-      Value* any = anySubnormal(m, lo, hi);
+      Value* any = anySubnormal(x, lo, hi);
       llvm::Function* fn = b_.GetInsertBlock()->getParent();
-      auto* plain = llvm::BasicBlock::Create(ctx_, "plain", fn);
-      auto* emulating = llvm::BasicBlock::Create(ctx_, "emulating", fn);
+      auto* plain_bb = llvm::BasicBlock::Create(ctx_, "plain", fn);
+      auto* emulating_bb = llvm::BasicBlock::Create(ctx_, "emulating", fn);
       auto* join = llvm::BasicBlock::Create(ctx_, "block.end", fn);
-      b_.CreateCondBr(any, emulating, plain);
-      b_.SetInsertPoint(plain);
-      stridedLoop(lo, hi, b_.getInt64(1), "i", [&](Value* i) { adamElement(p, g, m, v, i, s); });
+      b_.CreateCondBr(any, emulating_bb, plain_bb);
+      b_.SetInsertPoint(plain_bb);
+      stridedLoop(lo, hi, b_.getInt64(1), "i", plain);
       b_.CreateBr(join);
-      b_.SetInsertPoint(emulating);
-      stridedLoop(lo, hi, b_.getInt64(1), "j", [&](Value* i) { adamElementSubnormal(p, g, m, v, i, s, bound); });
+      b_.SetInsertPoint(emulating_bb);
+      stridedLoop(lo, hi, b_.getInt64(1), "j", emulating);
       b_.CreateBr(join);
       b_.SetInsertPoint(join);
     });
@@ -242,8 +265,17 @@ class UpdateEmitter {
       lo = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x);
       step = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x);
     }
-    if (v_.rule == Variant::Rule::Adam && target_ == Target::X86) {
-      adamBlocks(f, s);  // x86 pays a microcode assist per subnormal operand; GPUs do not
+    Value *p = f->getArg(0), *g = f->getArg(1), *a = f->getArg(2), *bv = f->getArg(3), *n = f->getArg(4);
+    // x86 pays a microcode assist per subnormal operand; GPUs do not
+    const bool sgd_momentum = v_.rule == Variant::Rule::Sgd && v_.momentum && !v_.first && !v_.nesterov;
+    if (target_ == Target::X86 && v_.rule == Variant::Rule::Adam) {
+      Value* bound = vanishBound(s[optim_step::kAdamNegStepSize]);
+      subnormalBlocks(a, n, [&](Value* i) { adamElement(p, g, a, bv, i, s); },
+                      [&](Value* i) { adamElementSubnormal(p, g, a, bv, i, s, bound); });
+    } else if (target_ == Target::X86 && sgd_momentum) {
+      Value* bound = vanishBound(s[optim_step::kSgdNegLr]);
+      subnormalBlocks(a, n, [&](Value* i) { sgdElement(p, g, a, i, s); },
+                      [&](Value* i) { sgdElementSubnormal(p, g, a, i, s, bound); });
     } else {
       stridedLoop(lo, f->getArg(4), step, "i", [&](Value* i) {
         if (v_.rule == Variant::Rule::Sgd) {
@@ -324,7 +356,7 @@ std::unique_ptr<llvm::Module> emitUpdate(const Variant& v, Target target, llvm::
 // The kernel is fixed by its variant (the scalars are arguments), so the
 // variant's name is the text its key hashes, with this file's own version:
 // bump it whenever the code emitted here changes.
-constexpr int kUpdateVersion = 3;  // 2: 256-bit vectors; 3: subnormal first moments
+constexpr int kUpdateVersion = 4;  // 2: 256-bit vectors; 3: subnormal first moments; 4: and momentum buffers
 std::string updateCacheKey(const Variant& v) {
   return hostCacheKey("multi-tensor update v" + std::to_string(kUpdateVersion) + " " + v.name());
 }

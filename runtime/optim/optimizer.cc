@@ -29,12 +29,12 @@ struct SgdArgs {
 };
 
 template <bool kWd, bool kMomentum, bool kFirst, bool kNesterov>
-DTL_OPTIM_INLINE void sgdLoop(const SgdArgs& s) {
+DTL_OPTIM_INLINE void sgdElements(const SgdArgs& s, int64_t begin, int64_t end) {
   float* DTL_OPTIM_RESTRICT p = s.p;
   const float* DTL_OPTIM_RESTRICT g = s.g;
   float* DTL_OPTIM_RESTRICT buf = s.buf;
   const float wd = s.wd, mom = s.momentum, omd = s.one_minus_dampening, neg_lr = s.neg_lr;
-  for (int64_t i = 0; i < s.n; ++i) {
+  for (int64_t i = begin; i < end; ++i) {
     float d = g[i];
     if constexpr (kWd) d = std::fma(p[i], wd, d);  // d_p = d_p.add(param, alpha=weight_decay)
     if constexpr (kMomentum) {
@@ -52,6 +52,52 @@ DTL_OPTIM_INLINE void sgdLoop(const SgdArgs& s) {
       }
     }
     p[i] = std::fma(d, neg_lr, p[i]);  // param.add_(d_p, alpha=-lr)
+  }
+}
+
+// sgdElements with momentum (not its first step, no Nesterov) over a block
+// with a subnormal momentum buffer, without a subnormal operand where
+// subnormal.h's rule holds: the buffer's decay on the integer grid, a
+// parameter its step cannot move kept. Selects on integer masks, as Adam's.
+template <bool kWd>
+DTL_OPTIM_INLINE void sgdBlockSubnormal(const SgdArgs& s, float vanish_bound, int64_t begin, int64_t end) {
+  using subnormal::bits;
+  using subnormal::fromBits;
+  float* DTL_OPTIM_RESTRICT p = s.p;
+  const float* DTL_OPTIM_RESTRICT g = s.g;
+  float* DTL_OPTIM_RESTRICT buf = s.buf;
+  for (int64_t i = begin; i < end; ++i) {
+    const float pi = p[i];
+    float d = g[i];
+    if constexpr (kWd) d = std::fma(pi, s.wd, d);
+    const uint32_t b_bits = bits(buf[i]);
+    const uint32_t decayed = subnormal::decayedMantissa(b_bits, s.momentum);
+    const uint32_t x =
+        (subnormal::isSubnormal(b_bits) & (d == 0.0f) & (decayed != 0) & (decayed < 0x00800000u)) ? ~0u : 0u;
+    const float b_in = fromBits(b_bits & ~x);  // 0 where the buffer is emulated
+    const float b_fp = std::fma(d, s.one_minus_dampening, b_in * s.momentum);
+    const float b = fromBits((bits(b_fp) & ~x) | (((b_bits & 0x80000000u) | decayed) & x));
+    buf[i] = b;
+    const uint32_t same = subnormal::updateVanishes(pi, 1.0f, vanish_bound) & x;
+    const float pn = std::fma(fromBits(bits(b) & ~same), s.neg_lr, pi);
+    p[i] = fromBits((bits(pn) & ~same) | (bits(pi) & same));
+  }
+}
+
+template <bool kWd, bool kMomentum, bool kFirst, bool kNesterov>
+DTL_OPTIM_INLINE void sgdLoop(const SgdArgs& s) {
+  if constexpr (!kMomentum || kFirst || kNesterov) {
+    sgdElements<kWd, kMomentum, kFirst, kNesterov>(s, 0, s.n);
+  } else {
+    const float vanish_bound = subnormal::vanishBound(s.neg_lr);
+    for (int64_t b = 0; b < s.n; b += subnormal::kBlock) {
+      const int64_t e = std::min(s.n, b + subnormal::kBlock);
+      if (subnormal::anySubnormal(s.buf + b, e - b)) {
+        sgdBlockSubnormal<kWd>(s, vanish_bound, b, e);
+      } else {
+        sgdElements<kWd, kMomentum, kFirst, kNesterov>(s, b, e);
+      }
+    }
   }
 }
 
@@ -112,7 +158,8 @@ DTL_OPTIM_INLINE void adamBlockSubnormal(const AdamArgs& s, float vanish_bound, 
     if constexpr (kDecoupled) pi = pi * s.decay;
     const uint32_t m_bits = bits(m[i]);
     const uint32_t decayed = subnormal::decayedMantissa(m_bits, s.beta1);
-    const uint32_t x = (subnormal::isSubnormal(m_bits) & (gi == 0.0f) & (decayed != 0)) ? ~0u : 0u;
+    const uint32_t x =
+        (subnormal::isSubnormal(m_bits) & (gi == 0.0f) & (decayed != 0) & (decayed < 0x00800000u)) ? ~0u : 0u;
     const float m_in = fromBits(m_bits & ~x);  // 0 where the moment is emulated
     const float mi_fp = std::fma(gi, s.one_minus_beta1, m_in * s.beta1);
     const float vi = std::fma(s.one_minus_beta2 * gi, gi, v[i] * s.beta2);

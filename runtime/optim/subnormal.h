@@ -1,6 +1,6 @@
 // Internal to runtime/optim (and mirrored by compiler/codegen/emit_update.cc):
-// Adam's subnormal first moments, computed exactly without a subnormal
-// operand.
+// Adam's subnormal first moments and SGD's subnormal momentum buffers,
+// computed exactly without a subnormal operand.
 //
 // Why: a weight whose gradient stays exactly zero (Fashion-MNIST's border
 // pixels feed fc1 only zeros) keeps multiplying its exp_avg by beta1 until
@@ -10,20 +10,25 @@
 // once 5% of its moments were subnormal. Flushing them to zero (FTZ/DAZ)
 // would change the answer; this computes the same bits as IEEE arithmetic.
 //
-// The rule, for one element whose gradient (after L2) is ±0 and whose
-// exp_avg m = ±M·2^-149 is subnormal (0 < M < 2^23):
+// The rule, for one element whose gradient (after L2 or weight decay) is ±0
+// and whose exp_avg m = ±M·2^-149 is subnormal (0 < M < 2^23):
 //  - exp_avg' = fma(±0, 1-beta1, m·beta1) = fl(m·beta1) = ±rint(M·beta1)·2^-149:
 //    M·beta1 is exact in double (23 × 24 bits) and rint rounds half to even,
 //    as the float product does on the subnormal grid. Where it rounds to 0
 //    the sign of the zero depends on the gradient's, so that element takes
-//    the floating-point path.
+//    the floating-point path. SGD's momentum buffer (buf' = fma(±0,
+//    1-dampening, buf·momentum), without Nesterov) is the same rule with
+//    beta = momentum, taken only while rint stays below 2^23.
 //  - param' = p + fl(fl(-step_size·exp_avg') / denom) is p itself when
 //    that quotient u is below half the gap to p's neighbours: |u| ≤ Q/denom
 //    + 2^-150 with Q = (|step_size|·2^-126 + 2^-150)(1 + 2^-20) (both
 //    roundings' worst case, with margin), and a normal or infinite p with
-//    exponent E has no neighbour nearer than 2^(E-24). The test is done in
-//    double on normal values only. Otherwise the element takes the
-//    floating-point path, subnormal and all: slower, never different.
+//    exponent E has no neighbour nearer than 2^(E-24) (updateVanishes: the
+//    test, in floats scaled so no operand is subnormal). SGD's param' =
+//    fma(buf', -lr, p) rounds once, |u| ≤ lr·2^-126: the same test with
+//    denom = 1.
+// Otherwise the element takes the floating-point path, subnormal and all:
+// slower, never different.
 #pragma once
 
 #include <cmath>
@@ -57,10 +62,13 @@ inline bool anySubnormal(const float* x, int64_t n) {
   return any != 0;
 }
 
-// rint(M·beta1), the magnitude bits of fl(m·beta1) for a subnormal m.
-inline uint32_t decayedMantissa(uint32_t m_bits, float beta1) {
-  const double product = static_cast<double>(m_bits & 0x007fffffu) * static_cast<double>(beta1);
-  return static_cast<uint32_t>(std::nearbyint(product));
+// rint(M·beta), the magnitude bits of fl(m·beta) for a subnormal m while
+// it is below 2^24 (a factor above 1 may make it normal, still exact below
+// 2^24; the caller takes it only below 2^23). Clamped so that no factor,
+// inf included, makes the conversion undefined.
+inline uint32_t decayedMantissa(uint32_t m_bits, float beta) {
+  const double product = static_cast<double>(m_bits & 0x007fffffu) * static_cast<double>(beta);
+  return static_cast<uint32_t>(std::nearbyint(product < 0x1p24 ? product : 0x1p24));  // NaN: 2^24
 }
 
 // Q·2^100 as a float (normal for any step size above 2^-100, and at least

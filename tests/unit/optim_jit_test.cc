@@ -168,13 +168,15 @@ TEST(OptimJit, NonFiniteValuesEqualFastBitwise) {
   }
 }
 
-// Subnormal first moments with zero gradients (runtime/optim/subnormal.h):
+// Subnormal first moments and momentum buffers with zero gradients (runtime/optim/subnormal.h):
 // the generated kernel's emulation and fast's give the same bits, in blocks
 // with and without one, over parameters it keeps and ones it must move.
 TEST(OptimJit, SubnormalFirstMomentsEqualFastBitwise) {
   const std::vector<int64_t> sizes = {1, 63, 64, 65, 1000, 4097};
   for (const OptimizerConfig& c :
-       {config("adam", 1e-3), config("adam", 1e-3, 0, 0, 0.05), config("adamw", 3e-4, 0, 0, 0.1), config("adamw", 50)}) {
+       {config("adam", 1e-3), config("adam", 1e-3, 0, 0, 0.05), config("adamw", 3e-4, 0, 0, 0.1), config("adamw", 50),
+        config("sgd", 0.05, 0.9), config("sgd", 0.05, 0.9, 0.25, 0.01), config("sgd", 1e6, 1.5),
+        config("sgd", 0.05, 0.9, 0, 0, true)}) {
     SCOPED_TRACE(c.name + " lr " + std::to_string(c.lr) + " wd " + std::to_string(c.weight_decay));
     Model fast = makeModel(sizes, 21, true);
     std::mt19937_64 rng(5);

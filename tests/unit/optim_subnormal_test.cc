@@ -1,5 +1,6 @@
-// Adam's subnormal first moments (runtime/optim/subnormal.h): the update
-// computes them without a subnormal operand, and must still give the bits
+// Adam's subnormal first moments and SGD's subnormal momentum buffers
+// (runtime/optim/subnormal.h): the update computes them without a subnormal
+// operand, and must still give the bits
 // of plain IEEE arithmetic -- PyTorch's formula evaluated element by
 // element here (this file is compiled with -ffp-contract=off). Inputs are
 // built to reach every branch of the rule: subnormal moments with ±0 and
@@ -68,6 +69,20 @@ void oracleStep(const OptimizerConfig& k, Tensor& t, int64_t step, double lr) {
   }
 }
 
+// PyTorch 1.13's _single_tensor_sgd with momentum (not its first step).
+void oracleSgdStep(const OptimizerConfig& k, Tensor& t, double lr) {
+  const float wd = static_cast<float>(k.weight_decay), mom = static_cast<float>(k.momentum);
+  const float omd = static_cast<float>(1 - k.dampening), neg_lr = static_cast<float>(-lr);
+  for (size_t i = 0; i < t.p.size(); ++i) {
+    float d = t.g[i];
+    if (k.weight_decay != 0) d = std::fma(t.p[i], wd, d);
+    const float b = std::fma(d, omd, t.st.a[i] * mom);
+    t.st.a[i] = b;
+    d = k.nesterov ? std::fma(b, mom, d) : b;
+    t.p[i] = std::fma(d, neg_lr, t.p[i]);
+  }
+}
+
 float pick(std::mt19937_64& rng, const std::vector<float>& from) { return from[rng() % from.size()]; }
 
 float randomSubnormal(std::mt19937_64& rng) {
@@ -120,6 +135,17 @@ OptimizerConfig adamConfig(const std::string& name, double lr, double wd, double
   return c;
 }
 
+OptimizerConfig sgdConfig(double lr, double momentum, double dampening, double wd, bool nesterov) {
+  OptimizerConfig c;
+  c.name = "sgd";
+  c.lr = lr;
+  c.momentum = momentum;
+  c.dampening = dampening;
+  c.weight_decay = wd;
+  c.nesterov = nesterov;
+  return c;
+}
+
 struct Coverage {
   int64_t emulable = 0, kept = 0, moved = 0;
 };
@@ -128,7 +154,7 @@ struct Coverage {
 void count(const OptimizerConfig& k, const Tensor& before, const Tensor& after, Coverage& c) {
   for (size_t i = 0; i < before.p.size(); ++i) {
     float gi = before.g[i];
-    if (k.name == "adam" && k.weight_decay != 0) gi = std::fma(before.p[i], static_cast<float>(k.weight_decay), gi);
+    if (k.name != "adamw" && k.weight_decay != 0) gi = std::fma(before.p[i], static_cast<float>(k.weight_decay), gi);
     if (gi != 0 || !subnormal(before.st.a[i]) || after.st.a[i] == 0) continue;
     ++c.emulable;
     const bool same = std::memcmp(&after.p[i], &before.p[i], 4) == 0 ||
@@ -157,11 +183,15 @@ void expectIeeeBits(const OptimizerConfig& k, Coverage& coverage) {
   for (int64_t step : {1, 2, 3, 40, 1000}) {
     const double lr = k.lr * (1.0 - 0.001 * static_cast<double>(step));
     const Tensor before = fast;
-    oracleStep(k, ieee, step, lr);
+    if (k.name == "sgd") {
+      oracleSgdStep(k, ieee, lr);
+    } else {
+      oracleStep(k, ieee, step, lr);
+    }
     opt.update(fast.p.data(), fast.g.data(), static_cast<int64_t>(fast.p.size()), fast.st, step, lr);
     const std::string at = k.name + " lr " + std::to_string(k.lr) + " step " + std::to_string(step);
     ASSERT_TRUE(sameBits(ieee.st.a, fast.st.a, before, (at + " exp_avg").c_str()));
-    ASSERT_TRUE(sameBits(ieee.st.b, fast.st.b, before, (at + " exp_avg_sq").c_str()));
+    if (k.name != "sgd") ASSERT_TRUE(sameBits(ieee.st.b, fast.st.b, before, (at + " exp_avg_sq").c_str()));
     ASSERT_TRUE(sameBits(ieee.p, fast.p, before, (at + " param").c_str()));
     count(k, before, fast, coverage);
     // the next step's inputs: fresh subnormal moments where the old ones decayed or grew
@@ -178,6 +208,14 @@ std::vector<OptimizerConfig> configs() {
           adamConfig("adamw", 10, 0.01, 0)};
 }
 
+// SGD with momentum past its first step (the state exists): its buffer
+// decays like Adam's first moment; Nesterov is left to the plain arithmetic.
+std::vector<OptimizerConfig> sgdConfigs() {
+  return {sgdConfig(0.05, 0.9, 0, 0, false), sgdConfig(0.05, 0.9, 0.25, 0.01, false),
+          sgdConfig(1e6, 0.5, 0, 0, false),   sgdConfig(0.1, 1.5, 0, 0, false),
+          sgdConfig(0.05, 0.9, 0, 0, true)};
+}
+
 TEST(OptimSubnormalMoments, GiveTheBitsOfPlainFloatArithmeticInBothBuilds) {
   Coverage fma_build, baseline_build;
   for (const OptimizerConfig& k : configs()) expectIeeeBits(k, fma_build);
@@ -187,6 +225,19 @@ TEST(OptimSubnormalMoments, GiveTheBitsOfPlainFloatArithmeticInBothBuilds) {
   // the inputs reached the rule, with parameters it keeps and ones it must move
   for (const Coverage& c : {fma_build, baseline_build}) {
     EXPECT_GT(c.emulable, 10000);
+    EXPECT_GT(c.kept, 1000);
+    EXPECT_GT(c.moved, 100);
+  }
+}
+
+TEST(OptimSubnormalMomentumBuffers, GiveTheBitsOfPlainFloatArithmeticInBothBuilds) {
+  Coverage fma_build, baseline_build;
+  for (const OptimizerConfig& k : sgdConfigs()) expectIeeeBits(k, fma_build);
+  detail::forceBaselineBuild() = true;
+  for (const OptimizerConfig& k : sgdConfigs()) expectIeeeBits(k, baseline_build);
+  detail::forceBaselineBuild() = false;
+  for (const Coverage& c : {fma_build, baseline_build}) {
+    EXPECT_GT(c.emulable, 5000);
     EXPECT_GT(c.kept, 1000);
     EXPECT_GT(c.moved, 100);
   }
