@@ -29,12 +29,36 @@ def dtlc_path(arg=None):
     return p
 
 
+_last_cpu_times = None
+
+
+def _cpu_times():
+    with open('/proc/stat') as f:
+        return [int(x) for x in f.readline().split()[1:9]]
+
+
 def loadavg():
     """1/5/15-minute load averages and, in brackets, the threads runnable
-    right now (this benchmark's own included)."""
+    right now (this benchmark's own included); from the second call on, the
+    share of CPU time the hypervisor stole since the previous call. On a
+    shared host a few % of steal already makes a 2-thread figure wander
+    (2026-12-03: 23-26 % steal doubled dtl's Fashion wall time from one run
+    to the next while the load average stayed near 1.5)."""
+    global _last_cpu_times
     with open('/proc/loadavg') as f:
         a = f.read().split()
-    return '%s %s %s [%s]' % (a[0], a[1], a[2], a[3].split('/')[0])
+    text = '%s %s %s [%s]' % (a[0], a[1], a[2], a[3].split('/')[0])
+    try:
+        now = _cpu_times()
+    except (OSError, ValueError):
+        return text
+    if _last_cpu_times is not None:
+        d = [y - x for x, y in zip(_last_cpu_times, now)]
+        total = sum(d)
+        if total > 0:
+            text += ' steal %.0f%%' % (100.0 * d[7] / total)
+    _last_cpu_times = now
+    return text
 
 
 def busy_processes(limit=4):
