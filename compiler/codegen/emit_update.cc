@@ -126,12 +126,17 @@ class UpdateEmitter {
     Value* x_bits = bitsOf(x);
     Value* product = b_.CreateFMul(b_.CreateUIToFP(b_.CreateAnd(x_bits, i32(0x007fffff)), b_.getDoubleTy()),
                                    b_.CreateFPExt(beta, b_.getDoubleTy()));
-    Value* clamped = b_.CreateSelect(b_.CreateFCmpOLT(product, f64(0x1p24)), product, f64(0x1p24));  // NaN: 2^24
+    Value* below = b_.CreateSelect(b_.CreateFCmpOLT(product, f64(0x1p24)), product, f64(0x1p24));  // NaN: 2^24
+    Value* clamped = b_.CreateSelect(b_.CreateFCmpOGT(below, f64(0)), below, f64(0));         // negative: 0
     Value* decayed =
         b_.CreateFPToUI(b_.CreateIntrinsic(llvm::Intrinsic::nearbyint, {b_.getDoubleTy()}, {clamped}), b_.getInt32Ty());
     Value* is_subnormal = b_.CreateICmpULT(b_.CreateSub(b_.CreateAnd(x_bits, i32(0x7fffffff)), i32(1)), i32(0x007fffff));
     Value* in_grid = b_.CreateAnd(b_.CreateICmpNE(decayed, i32(0)), b_.CreateICmpULT(decayed, i32(0x00800000)));
-    *exact = b_.CreateAnd(b_.CreateAnd(is_subnormal, b_.CreateFCmpOEQ(d, llvm::ConstantFP::get(f32(), 0.0))), in_grid);
+    // fma(±0, c, y) = y needs a finite c (SGD's 1 - dampening is not checked)
+    Value* finite_c = b_.CreateFCmpOLT(b_.CreateIntrinsic(llvm::Intrinsic::fabs, {f32()}, {c}),
+                                       llvm::ConstantFP::getInfinity(f32()));
+    *exact = b_.CreateAnd(b_.CreateAnd(is_subnormal, b_.CreateFCmpOEQ(d, llvm::ConstantFP::get(f32(), 0.0))),
+                          b_.CreateAnd(in_grid, finite_c));
     Value* exact_mask = b_.CreateSExt(*exact, b_.getInt32Ty());
     Value* x_in = floatOf(b_.CreateAnd(x_bits, b_.CreateNot(exact_mask)));
     Value* fp = fma(d, c, b_.CreateFMul(x_in, beta));
@@ -157,7 +162,8 @@ class UpdateEmitter {
   Value* updateVanishes(Value* pi, Value* denom, Value* bound) {
     Value* mag = b_.CreateAnd(bitsOf(pi), i32(0x7fffffff));
     Value* usable = b_.CreateAnd(b_.CreateICmpUGE(mag, i32(0x00800000)), b_.CreateICmpULE(mag, i32(0x7f800000)));
-    Value* magnitude = floatOf(b_.CreateAnd(mag, b_.CreateSExt(usable, b_.getInt32Ty())));
+    Value* capped = b_.CreateSelect(b_.CreateICmpULT(mag, i32(0x5a800000)), mag, i32(0x5a800000));  // 2^54
+    Value* magnitude = floatOf(b_.CreateAnd(capped, b_.CreateSExt(usable, b_.getInt32Ty())));
     Value* lhs = b_.CreateFAdd(bound, b_.CreateFMul(f32c(0x1p-49f), denom));
     Value* rhs = b_.CreateFMul(b_.CreateFMul(magnitude, f32c(0x1p73f)), denom);
     return b_.CreateFCmpOLT(lhs, rhs);
@@ -356,7 +362,7 @@ std::unique_ptr<llvm::Module> emitUpdate(const Variant& v, Target target, llvm::
 // The kernel is fixed by its variant (the scalars are arguments), so the
 // variant's name is the text its key hashes, with this file's own version:
 // bump it whenever the code emitted here changes.
-constexpr int kUpdateVersion = 4;  // 2: 256-bit vectors; 3: subnormal first moments; 4: and momentum buffers
+constexpr int kUpdateVersion = 5;  // 2: 256-bit vectors; 3: subnormal first moments; 4: and momentum buffers; 5: review fixes
 std::string updateCacheKey(const Variant& v) {
   return hostCacheKey("multi-tensor update v" + std::to_string(kUpdateVersion) + " " + v.name());
 }

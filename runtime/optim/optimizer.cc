@@ -66,6 +66,8 @@ DTL_OPTIM_INLINE void sgdBlockSubnormal(const SgdArgs& s, float vanish_bound, in
   float* DTL_OPTIM_RESTRICT p = s.p;
   const float* DTL_OPTIM_RESTRICT g = s.g;
   float* DTL_OPTIM_RESTRICT buf = s.buf;
+  // fma(±0, c, y) = y needs a finite c = 1 - dampening (PyTorch does not check dampening)
+  const uint32_t finite_c = std::isfinite(s.one_minus_dampening) ? ~0u : 0u;
   for (int64_t i = begin; i < end; ++i) {
     const float pi = p[i];
     float d = g[i];
@@ -73,7 +75,8 @@ DTL_OPTIM_INLINE void sgdBlockSubnormal(const SgdArgs& s, float vanish_bound, in
     const uint32_t b_bits = bits(buf[i]);
     const uint32_t decayed = subnormal::decayedMantissa(b_bits, s.momentum);
     const uint32_t x =
-        (subnormal::isSubnormal(b_bits) & (d == 0.0f) & (decayed != 0) & (decayed < 0x00800000u)) ? ~0u : 0u;
+        ((subnormal::isSubnormal(b_bits) & (d == 0.0f) & (decayed != 0) & (decayed < 0x00800000u)) ? ~0u : 0u) &
+        finite_c;
     const float b_in = fromBits(b_bits & ~x);  // 0 where the buffer is emulated
     const float b_fp = std::fma(d, s.one_minus_dampening, b_in * s.momentum);
     const float b = fromBits((bits(b_fp) & ~x) | (((b_bits & 0x80000000u) | decayed) & x));

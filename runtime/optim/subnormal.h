@@ -18,7 +18,8 @@
 //    the sign of the zero depends on the gradient's, so that element takes
 //    the floating-point path. SGD's momentum buffer (buf' = fma(±0,
 //    1-dampening, buf·momentum), without Nesterov) is the same rule with
-//    beta = momentum, taken only while rint stays below 2^23.
+//    beta = momentum, taken only while rint stays below 2^23 and 1-dampening
+//    is finite (0·inf is NaN, not 0; PyTorch does not check dampening).
 //  - param' = p + fl(fl(-step_size·exp_avg') / denom) is p itself when
 //    that quotient u is below half the gap to p's neighbours: |u| ≤ Q/denom
 //    + 2^-150 with Q = (|step_size|·2^-126 + 2^-150)(1 + 2^-20) (both
@@ -64,11 +65,12 @@ inline bool anySubnormal(const float* x, int64_t n) {
 
 // rint(M·beta), the magnitude bits of fl(m·beta) for a subnormal m while
 // it is below 2^24 (a factor above 1 may make it normal, still exact below
-// 2^24; the caller takes it only below 2^23). Clamped so that no factor,
-// inf included, makes the conversion undefined.
+// 2^24; the caller takes it only below 2^23). Clamped to [0, 2^24] so that
+// no factor, inf, NaN or negative, makes the conversion undefined.
 inline uint32_t decayedMantissa(uint32_t m_bits, float beta) {
   const double product = static_cast<double>(m_bits & 0x007fffffu) * static_cast<double>(beta);
-  return static_cast<uint32_t>(std::nearbyint(product < 0x1p24 ? product : 0x1p24));  // NaN: 2^24
+  const double below = product < 0x1p24 ? product : 0x1p24;  // NaN: 2^24
+  return static_cast<uint32_t>(std::nearbyint(below > 0 ? below : 0));  // a negative factor: 0
 }
 
 // Q·2^100 as a float (normal for any step size above 2^-100, and at least
@@ -84,12 +86,15 @@ inline float vanishBound(float neg_step_size) {
 // Q·2^100 + 2^-49·denom < |p|·2^73·denom, with p normal or infinite (not
 // zero, subnormal or NaN; p's bits are masked before any arithmetic).
 // |p|·2^-27 is a quarter of p's smallest gap 2^(E-24): below the half gap by
-// more than the test's three roundings. An overflow to inf on the right
-// means a gap far above any step Q allows.
+// more than the test's three roundings. |p| is taken as at most 2^54 (a
+// smaller allowance than its gap gives): |p|·2^73 stays finite, so an
+// overflow on the right is denom ≥ 2 against a left side below 2^103, a
+// true "far below"; and an infinite p is kept only for a finite step.
 inline uint32_t updateVanishes(float p, float denom, float bound) {
   const uint32_t mag = bits(p) & 0x7fffffffu;
   const uint32_t usable = 0u - static_cast<uint32_t>((mag >= 0x00800000u) & (mag <= 0x7f800000u));
-  const float magnitude = fromBits(mag & usable);
+  const uint32_t capped = mag < 0x5a800000u ? mag : 0x5a800000u;  // 2^54
+  const float magnitude = fromBits(capped & usable);
   return 0u - static_cast<uint32_t>(bound + 0x1p-49f * denom < magnitude * 0x1p73f * denom);
 }
 

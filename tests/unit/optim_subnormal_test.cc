@@ -118,7 +118,7 @@ Tensor makeTensor(size_t n, uint64_t seed) {
     const int u = static_cast<int>(rng() % 100);
     t.p[i] = u < 60   ? randomNormal(rng, -100, 10)
              : u < 75 ? randomNormal(rng, -126, -90)
-             : u < 85 ? pick(rng, {1.0f, -0.5f, 0x1p-100f, FLT_MIN, -FLT_MIN, FLT_MAX})
+             : u < 85 ? pick(rng, {1.0f, -0.5f, 0x1p-100f, FLT_MIN, -FLT_MIN, FLT_MAX, 0x1p56f, -0x1p60f, 0x1p100f})
                       : pick(rng, {0.0f, -0.0f, 1e-40f, -3e-39f, inf, -inf, nan});
     const int w = static_cast<int>(rng() % 100);
     t.st.b[i] = w < 80 ? std::fabs(randomNormal(rng, -40, 0)) : pick(rng, {0.0f, 1e-40f, inf});
@@ -205,7 +205,9 @@ std::vector<OptimizerConfig> configs() {
   return {adamConfig("adam", 1e-3, 0, 1e-8),    adamConfig("adam", 1e-3, 0.05, 1e-8),
           adamConfig("adamw", 3e-4, 0.1, 1e-8),  adamConfig("adamw", 1e-3, 0, 1e-8),
           adamConfig("adam", 1e6, 0, 1e-30),     adamConfig("adam", 0, 0, 1e-8),
-          adamConfig("adamw", 10, 0.01, 0)};
+          adamConfig("adamw", 10, 0.01, 0),
+          // steps far above any parameter's gap: eps the smallest subnormal, or 0 (denom 0 or subnormal)
+          adamConfig("adam", 100, 0, 0x1p-149), adamConfig("adam", 1e30, 0, 0), adamConfig("adamw", 1e38, 0, 0x1p-149)};
 }
 
 // SGD with momentum past its first step (the state exists): its buffer
@@ -213,7 +215,11 @@ std::vector<OptimizerConfig> configs() {
 std::vector<OptimizerConfig> sgdConfigs() {
   return {sgdConfig(0.05, 0.9, 0, 0, false), sgdConfig(0.05, 0.9, 0.25, 0.01, false),
           sgdConfig(1e6, 0.5, 0, 0, false),   sgdConfig(0.1, 1.5, 0, 0, false),
-          sgdConfig(0.05, 0.9, 0, 0, true)};
+          sgdConfig(0.05, 0.9, 0, 0, true),
+          // 1 - dampening infinite or NaN: 0·inf is NaN, so no zero gradient leaves the buffer alone
+          sgdConfig(0.05, 0.9, std::numeric_limits<double>::infinity(), 0, false),
+          sgdConfig(0.05, 0.9, -std::numeric_limits<double>::infinity(), 0, false),
+          sgdConfig(0.05, 0.9, std::nan(""), 0, false), sgdConfig(1e38, 0.9, 0, 0, false)};
 }
 
 // Every config in both builds; the inputs reached the rule, with
