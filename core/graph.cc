@@ -96,6 +96,12 @@ std::vector<bool> optimiserStep(const Graph& g) {
   return step;
 }
 
+std::string printPostOp(const Node& n, const PostOp& o) {
+  return (o.fn.empty() ? std::string(opName(o.op)) : o.fn) +
+         (o.operand >= 0 ? " %" + std::to_string(n.inputs.at(static_cast<size_t>(o.operand))) : std::string()) +
+         (o.own ? " into %" : " as %") + std::to_string(o.node);
+}
+
 std::string printNode(const Node& n, const std::string& note) {
   std::string s = "%" + std::to_string(n.id) + " = " + opName(n.op);
   // A conversion's fn is why the layout inserted it (a sentence, not a function).
@@ -118,9 +124,7 @@ std::string printNode(const Node& n, const std::string& note) {
   if (n.op == Op::Dropout || n.op == Op::DropoutGrad) add("p " + num(n.scalar));
   if (n.op == Op::Slice || n.op == Op::SliceGrad || n.op == Op::Result) add("index " + std::to_string(n.index));
   if (n.op == Op::Attention || n.op == Op::AttentionGrad) add(n.flag ? "causal" : "full");
-  for (const PostOp& o : n.epilogue)
-    add("then " + o.fn + (o.operand >= 0 ? " %" + std::to_string(n.inputs.at(static_cast<size_t>(o.operand))) : std::string()) +
-        " as %" + std::to_string(o.node));
+  for (const PostOp& o : n.epilogue) add("then " + printPostOp(n, o));
   if (!attrs.empty()) s += " {" + attrs + "}";
   s += " : " + std::string(dtypeName(n.dtype)) + n.shape.str();
   for (const Result& r : n.results) s += ", " + std::string(dtypeName(r.dtype)) + r.shape.str();

@@ -117,17 +117,21 @@ struct Result {
   DType dtype = DType::F32;
 };
 
-// One step of a contraction's epilogue (Node::epilogue), applied to the
-// contraction's result in its own kernel, in order: the node it stands for,
-// computed in place — `Binary` (fn "add": the result plus the contraction's
-// input `operand`, broadcast by name) or `Unary` (fn). The rule that makes
-// them is compiler/codegen/fold_epilogues.cc; a GEMM library's epilogue
-// (oneDNN post-ops, later cuBLASLt's) runs them.
+// One step of a node's epilogue (Node::epilogue), computed by the node's own
+// kernel after its result, in order: the node it stands for. On a
+// contraction: `Binary` (fn "add": the result plus the contraction's input
+// `operand`, broadcast by name) or `Unary` (fn), in place; or a `Unary` into
+// its node's `own` storage, the result kept (a gelu whose gradient reads its
+// pre-activation). On a cross-entropy: its `CrossEntropyGrad` (`own`; dy is
+// the input `operand`), from the logits the forward has just read. The rules
+// that make them are compiler/codegen/fold_epilogues.cc; a GEMM library's
+// epilogue (oneDNN post-ops, later cuBLASLt's) or the node's kernel runs them.
 struct PostOp {
   Op op = Op::Binary;
   std::string fn;
-  int operand = -1;  // Binary: which of the contraction's inputs
-  int node = -1;     // the program node it computes: a view of the contraction's storage
+  int operand = -1;  // which of the node's inputs it reads besides the result
+  int node = -1;     // the program node it computes: a view of this node's storage, or
+  bool own = false;  // its own storage, written by this kernel (this node's value stays)
 };
 
 struct Node {
@@ -221,6 +225,8 @@ inline bool gathersStoredPieces(const Node& n, const Node& input) {
 std::vector<bool> optimiserStep(const Graph& g);
 
 // One node's line: "%3 = contract(%1, %2) : f32[batch=4, out=8]  NOTE  # spec.dtl:5:9".
+// One post-op of n's epilogue: "gelu into %12", "add %5 as %9".
+std::string printPostOp(const Node& n, const PostOp& o);
 std::string printNode(const Node& n, const std::string& note = {});
 
 // Deterministic text form (`dtlc check --emit=ir|grad`). `annotate` (when

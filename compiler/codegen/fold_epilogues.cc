@@ -12,11 +12,26 @@
 //    numerics (EpilogueRules::activations; relu on x86, see below), of the
 //    add's shape and stored in a slot. An intermediate the chain would have
 //    to write for another reader (a pre-activation a gelu's gradient reads)
-//    stops the chain before it: that node stays a node (or a region's).
+//    stops the chain before it: that node stays a node (or a region's);
+// 3b. else, when the add is also read by others (a gelu's gradient reads
+//    its pre-activation), one reader that is a Unary whose fn the target
+//    computes from a panel of C (EpilogueRules::kept_input_activations), of
+//    the add's shape and stored in a slot, is computed into its own
+//    storage (PostOp::own) while C keeps the add's value: the activation's
+//    region, which read the pre-activation back and wrote its result, goes.
 // The absorbed nodes become views of C's storage, which holds the last
-// one's value; C reads the bias as its input 2. The chain's values are
-// those of the nodes: C rounded to f32, plus the bias in f32, then the
+// in-place one's value; C reads the bias as its input 2. The chain's values
+// are those of the nodes: C rounded to f32, plus the bias in f32, then the
 // activation, so the post-ops must be exactly those operations.
+//
+// 4. A CrossEntropy X, stored in a slot, whose gradient G (CrossEntropyGrad
+//    of X's logits, labels and classes, stored in a slot) has a dy that is a
+//    scalar f32 Const (the loss's seed, or its mean's factor) takes G as its
+//    epilogue (EpilogueRules::cross_entropy_grad): X's kernel writes G's own
+//    storage from each logits row it has just read, so the logits are read
+//    once, not twice, and G's bits are the node's. X reads dy as its input
+//    2; the constant runs before X. The evaluation schedule computes no G:
+//    there X's kernel computes the loss alone.
 //
 // Why relu on x86 is ours, not oneDNN's: oneDNN 2.6's eltwise relu (alpha 0,
 // the `relu_zero_ns` path of its JIT injector) is vmaxps(x, 0), which gives
@@ -64,8 +79,7 @@ class EpilogueFolder {
 
   int run() {
     int folded = 0;
-    if (!rules_.bias) return 0;
-    for (Node& c : p_.nodes) folded += fold(c);
+    for (Node& c : p_.nodes) folded += (rules_.bias ? fold(c) : 0) + (rules_.cross_entropy_grad ? foldGradient(c) : 0);
     return folded;
   }
 
@@ -121,16 +135,46 @@ class EpilogueFolder {
       return 0;
     std::vector<ir::PostOp> ops = {{Op::Binary, "add", 2, a}};
     const int u = onlyReader(a);  // rule 3
-    if (u >= 0) {
-      const Node& act = node(u);
-      auto fn = parseUnaryFn(act.fn);
-      if (act.op == Op::Unary && fn && act.inputs.size() == 1 && act.dtype == DType::F32 && act.shape == add.shape &&
-          slotted(u) && std::find(rules_.activations.begin(), rules_.activations.end(), *fn) != rules_.activations.end())
-        ops.push_back({Op::Unary, act.fn, -1, u});
+    if (u >= 0 && activation(add, u, rules_.activations)) {
+      ops.push_back({Op::Unary, node(u).fn, -1, u});
+    } else if (u < 0) {  // rule 3b
+      int kept = -1, candidates = 0;
+      for (int r : readers_[static_cast<size_t>(a)])
+        if (activation(add, r, rules_.kept_input_activations)) kept = r, ++candidates;
+      if (candidates == 1) ops.push_back({Op::Unary, node(kept).fn, -1, kept, /*own=*/true});
     }
     c.inputs.push_back(bias);
     c.epilogue = std::move(ops);
     return 1;
+  }
+
+  // Node `u` is a Unary of `x`, of x's shape, stored in a slot, whose fn is one of `fns`.
+  bool activation(const Node& x, int u, const std::vector<UnaryFn>& fns) const {
+    const Node& act = node(u);
+    auto fn = parseUnaryFn(act.fn);
+    return act.op == Op::Unary && fn && act.inputs.size() == 1 && act.inputs[0] == x.id && act.dtype == DType::F32 &&
+           act.shape == x.shape && slotted(u) && std::find(fns.begin(), fns.end(), *fn) != fns.end();
+  }
+
+  // Rule 4: a cross-entropy computes its gradient.
+  int foldGradient(Node& x) {
+    if (x.op != Op::CrossEntropy || x.inputs.size() != 2 || !x.epilogue.empty() || !x.results.empty() ||
+        x.names.size() != 1 || !slotted(x.id))
+      return 0;
+    for (int g : readers_[static_cast<size_t>(x.inputs[0])]) {
+      const Node& grad = node(g);
+      if (grad.op != Op::CrossEntropyGrad || grad.inputs.size() != 3 || grad.inputs[0] != x.inputs[0] ||
+          grad.inputs[1] != x.inputs[1] || grad.names != x.names || grad.dtype != DType::F32 ||
+          grad.shape != node(x.inputs[0]).shape || !grad.results.empty() || !slotted(g))
+        continue;
+      const Node& dy = node(grad.inputs[2]);
+      if (dy.op != Op::Const || dy.dtype != DType::F32 || dy.shape.elements().value_or(0) != 1 || !runs_[static_cast<size_t>(dy.id)])
+        continue;
+      x.inputs.push_back(dy.id);
+      x.epilogue = {{Op::CrossEntropyGrad, "", 2, g, /*own=*/true}};
+      return 1;
+    }
+    return 0;
   }
 
   prog::Program& p_;
@@ -147,16 +191,40 @@ int foldEpilogues(prog::Program& p, const prog::Schedule& s, const EpilogueRules
 }
 
 void applyEpilogues(const prog::Program& p, prog::Schedule& s) {
-  std::vector<int> owner(p.nodes.size(), -1);  // absorbed node → its contraction
+  const size_t n = p.nodes.size();
+  std::vector<int> owner(n, -1);  // absorbed node → the node that computes it
+  std::vector<bool> own(n, false);
   for (const prog::Instr& in : s.instrs)
     if (in.kind == prog::Instr::Run)
-      for (const ir::PostOp& o : p[in.id].epilogue) owner[static_cast<size_t>(o.node)] = in.id;
+      for (const ir::PostOp& o : p[in.id].epilogue) {
+        owner[static_cast<size_t>(o.node)] = in.id;
+        own[static_cast<size_t>(o.node)] = o.own;
+      }
+  // Each node with an epilogue, preceded by the operands of no inputs (a
+  // constant) it reads that the schedule ran after it, or not at all.
   std::vector<prog::Instr> kept;
-  for (const prog::Instr& in : s.instrs)
-    if (in.kind != prog::Instr::Run || owner[static_cast<size_t>(in.id)] < 0) kept.push_back(in);
+  std::vector<bool> done(n, false);
+  for (size_t k = 0; k < s.instrs.size(); ++k) {
+    const prog::Instr& in = s.instrs[k];
+    if (in.kind != prog::Instr::Run) {
+      kept.push_back(in);
+      continue;
+    }
+    if (owner[static_cast<size_t>(in.id)] >= 0 || done[static_cast<size_t>(in.id)]) continue;
+    for (const ir::PostOp& o : p[in.id].epilogue) {
+      const int x = o.operand < 0 ? -1 : p[in.id].inputs.at(static_cast<size_t>(o.operand));
+      if (x < 0 || !p[x].inputs.empty() || done[static_cast<size_t>(x)]) continue;
+      // Later in the schedule, or not in it at all (evaluation, which computes no gradient, has no dy).
+      if (s.storage[static_cast<size_t>(x)].kind == Storage::None) s.storage[static_cast<size_t>(x)] = Storage{Storage::Slot, -1, 0};
+      kept.push_back(prog::Instr{prog::Instr::Run, x, {}});
+      done[static_cast<size_t>(x)] = true;
+    }
+    kept.push_back(in);
+    done[static_cast<size_t>(in.id)] = true;
+  }
   s.instrs = std::move(kept);
-  for (size_t v = 0; v < owner.size(); ++v)
-    if (owner[v] >= 0) s.storage[v] = Storage{Storage::Alias, owner[v], 0};
+  for (size_t v = 0; v < n; ++v)
+    if (owner[v] >= 0 && !own[v]) s.storage[v] = Storage{Storage::Alias, owner[v], 0};
 }
 
 }  // namespace dtl::codegen

@@ -100,7 +100,7 @@ class Fuser {
       const prog::Instr& in = instrs[i];
       if (in.kind == prog::Instr::Run) {
         ready_[static_cast<size_t>(in.id)] = run_at_[static_cast<size_t>(in.id)] = static_cast<int>(i);
-        for (const ir::PostOp& o : p_[in.id].epilogue)  // a contraction's epilogue: ready with it, never fused
+        for (const ir::PostOp& o : p_[in.id].epilogue)  // a node's epilogue: ready with it, never fused
           ready_[static_cast<size_t>(o.node)] = static_cast<int>(i);
       } else if (in.kind == prog::Instr::Wait) {
         for (int m : p_.groups[static_cast<size_t>(in.id)].members) ready_[static_cast<size_t>(m)] = static_cast<int>(i);
@@ -557,24 +557,20 @@ std::string printFusion(const prog::Program& p, const Fusion& f) {
   for (const FusedRegion& r : f.regions) fused += r.nodes.size();
   std::string out = "# " + std::to_string(f.regions.size()) + " regions fusing " + std::to_string(fused) + " of " +
                     std::to_string(p.nodes.size()) + " program nodes; the rest run unfused\n";
-  // The contractions that run nodes as their epilogue (fold_epilogues.h): those nodes are in no region.
+  // The nodes that run others as their epilogue (fold_epilogues.h): those nodes are in no region.
   std::string epilogues;
-  int contractions = 0;
+  int contractions = 0, others = 0;
   for (const Node& n : p.nodes) {
     if (n.epilogue.empty()) continue;
-    ++contractions;
+    ++(n.op == ir::Op::Contract ? contractions : others);
     epilogues += (epilogues.empty() ? " %" : ", %") + std::to_string(n.id) + " (";
-    for (size_t k = 0; k < n.epilogue.size(); ++k) {
-      const ir::PostOp& o = n.epilogue[k];
-      epilogues += (k ? ", " : "") + o.fn +
-                   (o.operand >= 0 ? " %" + std::to_string(n.inputs.at(static_cast<size_t>(o.operand))) : "") +
-                   " as %" + std::to_string(o.node);
-    }
+    for (size_t k = 0; k < n.epilogue.size(); ++k) epilogues += (k ? ", " : "") + ir::printPostOp(n, n.epilogue[k]);
     epilogues += ")";
   }
-  if (contractions > 0)
-    out += "# " + std::to_string(contractions) + (contractions == 1 ? " contraction runs" : " contractions run") +
-           " an epilogue:" + epilogues + "\n";
+  if (contractions + others > 0)
+    out += "# " + std::to_string(contractions) + (contractions == 1 ? " contraction" : " contractions") +
+           (others ? " and " + std::to_string(others) + " other node" + (others == 1 ? "" : "s") : std::string()) +
+           (contractions + others == 1 ? " runs" : " run") + " an epilogue:" + epilogues + "\n";
   for (size_t k = 0; k < f.regions.size(); ++k) {
     const FusedRegion& r = f.regions[k];
     char hash[17];

@@ -103,12 +103,15 @@ StepTraffic stepTraffic(const prog::Program& p, int state_per_param) {
     const Node& n = p[in.id];
     if (n.op == Op::Contract) t.contraction_flops += contractionFlops(p, n);
     if (!n.epilogue.empty()) {
-      // Its epilogue's nodes would each be a kernel; run by the GEMM, they
-      // add only the operands they read (a bias): its output is the GEMM's.
+      // Its epilogue's nodes would each be a kernel; run by the node's own,
+      // they add only the operands they read (a bias) and the outputs they
+      // write into their own storage (a gelu beside its pre-activation, a
+      // cross-entropy's gradient): the rest is the GEMM's (or the node's) own.
       int64_t operands = 0;
       for (const ir::PostOp& o : n.epilogue) {
         t.node_by_node += nodeBytes(p, p[o.node]), ++t.kernels_node_by_node;
         if (o.operand >= 0) operands += bytesOf(p[n.inputs.at(static_cast<size_t>(o.operand))]);
+        if (o.own) operands += bytesOf(p[o.node]);
       }
       t.fused += operands;
       t.fused_by_kind["epilogues"] += operands;

@@ -38,12 +38,23 @@ struct PlanOptions {
   // (runtime/kernels/fast/epilogue.cc), not as oneDNN's post-op.
   bool fuse_epilogues = true;
   std::vector<codegen::UnaryFn> epilogue_activations = {codegen::UnaryFn::Relu};
+  // Activations after a Linear's bias whose pre-activation their gradient
+  // reads: computed from each panel of C into their own storage by the fast
+  // backend's unary loop (EpilogueRules::kept_input_activations).
+  std::vector<codegen::UnaryFn> epilogue_kept_input_activations = {
+      codegen::UnaryFn::Gelu, codegen::UnaryFn::GeluTanh, codegen::UnaryFn::Silu, codegen::UnaryFn::Tanh,
+      codegen::UnaryFn::Sigmoid};
+  // A cross-entropy computes its gradient from the logits it reads
+  // (EpilogueRules::cross_entropy_grad).
+  bool fuse_cross_entropy_grad = true;
   codegen::FuseRules fuseRules() const {
     codegen::FuseRules r;
     r.transcendentals = fuse_transcendentals;
     r.libm_gradients = fuse_libm_gradients;
     r.epilogues.bias = fuse_epilogues;
     r.epilogues.activations = epilogue_activations;
+    if (fuse_epilogues) r.epilogues.kept_input_activations = epilogue_kept_input_activations;
+    r.epilogues.cross_entropy_grad = fuse_cross_entropy_grad;
     return r;
   }
 };

@@ -64,7 +64,10 @@ class Backend {
   // shape, dtype and storage the executor has prepared from the node.
   virtual KernelStatus run(const ir::Node& n, const std::vector<const TensorView*>& in, TensorView& out,
                            const RunContext& ctx) = 0;
-  // A node of several results (ir::Node::results): out[k] is result k, out[0] the node's own.
+  // A node of several results (ir::Node::results): out[k] is result k, out[0] the node's own. Or a node
+  // whose epilogue writes nodes of their own storage (ir::PostOp::own): out[0] its own value, then one
+  // per such post-op in epilogue order, null where the running schedule does not compute that node (a
+  // cross-entropy's gradient in the evaluation schedule).
   virtual KernelStatus runResults(const ir::Node& n, const std::vector<const TensorView*>& in,
                                   const std::vector<TensorView*>& out, const RunContext& ctx) = 0;
 };

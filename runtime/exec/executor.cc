@@ -2,8 +2,8 @@
 // - run: a parameter points at the caller's memory, an input copies what
 //   was fed, a view points into its source's storage, anything else is
 //   computed by the backend into the storage the planner gave it (a
-//   contraction with an epilogue, ir::Node::epilogue, computes the nodes it
-//   absorbed there too: they are views of it);
+//   node with an epilogue, ir::Node::epilogue, computes the nodes it absorbed
+//   there too, as views of it, or into their own storage, PostOp::own);
 // - start: an all-reduce bucket copies the gradients not computed in place
 //   into its flat buffer and launches one all-reduce on it; a ZeRO
 //   reduce-scatter bucket packs each rank's pieces into that rank's block;
@@ -193,10 +193,19 @@ KernelStatus Executor::runNode(const prog::Schedule& s, int id, const RunContext
   ins.reserve(n.inputs.size());
   for (int x : n.inputs) ins.push_back(&views_[static_cast<size_t>(x)]);
   if (n.results.empty()) {
-    KernelStatus st = backend_.run(n, ins, v, ctx);
-    // A contraction's epilogue computed the nodes it absorbed in its storage: their views.
+    // An epilogue that writes nodes of their own storage: those are the kernel's other outputs
+    // (none where this schedule does not compute them: a cross-entropy's gradient in evaluation).
+    std::vector<TensorView*> outs = {&v};
+    for (const ir::PostOp& o : n.epilogue)
+      if (o.own) {
+        TensorView& t = prepare(s, o.node);
+        outs.push_back(t.data ? &t : nullptr);
+      }
+    KernelStatus st = outs.size() > 1 ? backend_.runResults(n, ins, outs, ctx) : backend_.run(n, ins, v, ctx);
+    // The other nodes an epilogue computed are views of this node's storage.
     if (st.ok)
-      for (const ir::PostOp& o : n.epilogue) prepare(s, o.node);
+      for (const ir::PostOp& o : n.epilogue)
+        if (!o.own) prepare(s, o.node);
     return st;
   }
   // Results 1, 2, … follow the first in the node's storage (the views of

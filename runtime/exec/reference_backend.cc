@@ -166,24 +166,50 @@ ref::Tensor runPlain(const Node& n, const std::vector<ref::Tensor>& x, const Run
   }
 }
 
-// A contraction with an epilogue (ir::Node::epilogue): the product, then
-// each node it absorbed on the stored f32 value, as those nodes ran alone.
-KernelStatus contractWithEpilogue(const Node& n, const std::vector<const TensorView*>& in, TensorView& out,
-                                  const RunContext& ctx) {
-  Node product = n;
-  product.inputs.resize(2);
-  product.epilogue.clear();
-  if (KernelStatus st = store(runPlain(product, {toRef(*in.at(0)), toRef(*in.at(1))}, ctx), out); !st.ok) return st;
+bool fallible(Op op) {
+  return op == Op::Embed || op == Op::EmbedGrad || op == Op::CrossEntropy || op == Op::CrossEntropyGrad ||
+         op == Op::PickClass || op == Op::PickClassGrad;
+}
+
+KernelStatus runNode(const Node& n, const std::vector<ref::Tensor>& x, ref::Tensor* y, const RunContext& ctx) {
+  if (fallible(n.op)) {
+    ref::Status st = runFallible(n, x, y);
+    return st.ok ? KernelStatus{} : KernelStatus{false, st.message};
+  }
+  *y = runPlain(n, x, ctx);
+  return {};
+}
+
+// A node with an epilogue (ir::Node::epilogue): the node on its first two
+// inputs, then each node it absorbed on the stored f32 value (or, a
+// cross-entropy's gradient, on the node's logits and labels), as those nodes
+// ran alone. out[0] is the node's value, then one per post-op into its own
+// storage (PostOp::own; null where the schedule does not compute it).
+KernelStatus runWithEpilogue(const Node& n, const std::vector<const TensorView*>& in,
+                             const std::vector<TensorView*>& out, const RunContext& ctx) {
+  Node plain = n;
+  plain.inputs.resize(2);
+  plain.epilogue.clear();
+  const std::vector<ref::Tensor> operands = {toRef(*in.at(0)), toRef(*in.at(1))};
+  ref::Tensor y;
+  if (KernelStatus st = runNode(plain, operands, &y, ctx); !st.ok) return st;
+  if (KernelStatus st = store(y, *out.at(0)); !st.ok) return st;
+  size_t own = 1;
   for (const ir::PostOp& o : n.epilogue) {
+    TensorView* dst = o.own ? out.at(own++) : out[0];
+    if (!dst) continue;
     Node step;
     step.id = o.node;
     step.op = o.op;
     step.fn = o.fn;
-    step.shape = n.shape;
-    step.dtype = n.dtype;
-    std::vector<ref::Tensor> x = {toRef(out)};
+    step.names = n.names;
+    step.shape = dst->shape;
+    step.dtype = dst->dtype;
+    std::vector<ref::Tensor> x = o.op == Op::CrossEntropyGrad ? operands : std::vector<ref::Tensor>{toRef(*out[0])};
     if (o.operand >= 0) x.push_back(toRef(*in.at(static_cast<size_t>(o.operand))));
-    if (KernelStatus st = store(runPlain(step, x, ctx), out); !st.ok) return st;
+    ref::Tensor r;
+    if (KernelStatus st = runNode(step, x, &r, ctx); !st.ok) return st;
+    if (KernelStatus st = store(r, *dst); !st.ok) return st;
   }
   return {};
 }
@@ -196,6 +222,7 @@ class ReferenceBackend final : public Backend {
                           const RunContext& ctx) override {
     std::vector<ref::Tensor> x;
     for (const TensorView* v : in) x.push_back(toRef(*v));
+    if (!n.epilogue.empty()) return runWithEpilogue(n, in, out, ctx);
     std::vector<ref::Tensor> y;
     if (n.op == Op::Attention && x.size() == 3) {
       ref::AttentionResults r = ref::attentionResults(x[0], x[1], x[2], n.flag);
@@ -218,19 +245,12 @@ class ReferenceBackend final : public Backend {
       return {false, std::string("reference backend: ") + ir::opName(n.op) + " has several results (runResults)"};
     if (n.op == Op::Input || n.op == Op::Param || n.op == Op::Update)
       return {false, std::string("reference backend: ") + ir::opName(n.op) + " is not a kernel"};
-    if (!n.epilogue.empty()) return contractWithEpilogue(n, in, out, ctx);
+    if (!n.epilogue.empty()) return runWithEpilogue(n, in, {&out}, ctx);
     std::vector<ref::Tensor> x;
     x.reserve(in.size());
     for (const TensorView* v : in) x.push_back(toRef(*v));
     ref::Tensor y;
-    bool fallible = n.op == Op::Embed || n.op == Op::EmbedGrad || n.op == Op::CrossEntropy ||
-                    n.op == Op::CrossEntropyGrad || n.op == Op::PickClass || n.op == Op::PickClassGrad;
-    if (fallible) {
-      ref::Status st = runFallible(n, x, &y);
-      if (!st.ok) return {false, st.message};
-    } else {
-      y = runPlain(n, x, ctx);
-    }
+    if (KernelStatus st = runNode(n, x, &y, ctx); !st.ok) return st;
     return store(y, out);
   }
 };

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "runtime/kernels/fast/gemm.h"
 #include "runtime/kernels/fast/kernels.h"
@@ -227,6 +228,148 @@ TEST(EpiloguePanels, ReluInPlaceIsTheReferencesSelect) {
     }
   }
   EXPECT_FALSE(std::signbit(y[2])) << "relu(-0) is +0, as the reference's x <= 0 ? 0 : x";
+}
+
+// Runs a node whose epilogue writes nodes of their own storage (PostOp::own):
+// out[0] the node's value, then one buffer per `own` shape (null: not computed).
+Outcomes runOwn(Backend& be, const Node& n, std::vector<Buf*> in, std::vector<std::optional<Shape>> own,
+                const RunContext& ctx) {
+  std::vector<TensorView> views;
+  for (Buf* b : in) views.push_back(b->view());
+  std::vector<const TensorView*> ptrs;
+  for (const TensorView& v : views) ptrs.push_back(&v);
+  Outcomes o;
+  o.out.emplace_back(n.shape, n.dtype);
+  for (const std::optional<Shape>& s : own) o.out.emplace_back(s ? *s : Shape{}, DType::F32);
+  for (Buf& b : o.out) b.f.assign(b.f.size(), std::nanf(""));  // an element left unwritten shows
+  std::vector<TensorView> outs;
+  for (Buf& b : o.out) outs.push_back(b.view());
+  std::vector<TensorView*> out_ptrs = {&outs[0]};
+  for (size_t k = 0; k < own.size(); ++k) out_ptrs.push_back(own[k] ? &outs[k + 1] : nullptr);
+  o.status = be.runResults(n, ptrs, out_ptrs, ctx);
+  return o;
+}
+
+bool sameBits(const Buf& a, const Buf& b) {
+  return a.f.size() == b.f.size() && std::memcmp(a.f.data(), b.f.data(), a.f.size() * 4) == 0;
+}
+
+// A gelu whose gradient reads its pre-activation (fold_epilogues.cc rule 3b):
+// the fast backend computes it from each panel of C into its own storage and
+// C keeps bias + product, the bits of the contraction with its bias epilogue
+// and of the gelu node after it; the reference's within the GEMM's bounds.
+// Over several panels, layouts that run it after the product (C permuted, a
+// bias in another order), NaN and ±inf, on 1 and 2 threads.
+TEST_F(EpilogueTest, ActivationIntoItsOwnStorageIsTheUnaryNodesBits) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  const Dim Mb{"m", 1100}, Nb{"n", 1024}, Kb{"k", 16};
+  ASSERT_GT(1100, fast::epiloguePanelRows(1100, 1024, 16)) << "one panel: the test would not cut C";
+  struct Case {
+    Shape a, b, bias, out;
+  };
+  const std::vector<Case> cases = {
+      {sh({Mb, Kb}), sh({Kb, Nb}), sh({Nb}), sh({Mb, Nb})},      // panels of C
+      {sh({M, K}), sh({K, P, N}), sh({N, P}), sh({M, P, N})},    // bias in another order: after the product
+      {sh({M, K}), sh({K, N}), sh({N}), sh({N, M})},             // C permuted: after the product
+      {sh({Dim{"e", 0}, K}), sh({K, N}), sh({N}), sh({Dim{"e", 0}, N})},  // no rows
+  };
+  for (const std::string act : {"gelu", "gelu_tanh", "silu", "tanh", "sigmoid"})
+    for (const Case& c : cases)
+      for (int threads : {1, 2}) {
+        ctx_.threads = threads;
+        Buf a = rand(c.a), b = rand(c.b), bias = rand(c.bias);
+        if (a.f.size() > 40) a.f[3] = nan, a.f[40] = inf;
+        if (bias.f.size() > 9) bias.f[7] = -inf, bias.f[9] = inf;
+        Node n = withEpilogue(c.out);
+        n.epilogue.push_back({Op::Unary, act, -1, 9, /*own=*/true});
+        Outcomes f = runOwn(*fast_, n, {&a, &b, &bias}, {c.out}, ctx_);
+        Outcomes r = runOwn(*ref_, n, {&a, &b, &bias}, {c.out}, ctx_);
+        ASSERT_TRUE(f.status.ok) << f.status.message;
+        ASSERT_TRUE(r.status.ok) << r.status.message;
+        // The bias epilogue alone, then the unary node on its result.
+        Outcome pre = runNode(*fast_, withEpilogue(c.out), {&a, &b, &bias}, ctx_);
+        Node unary;
+        unary.id = 9;
+        unary.op = Op::Unary;
+        unary.fn = act;
+        unary.inputs = {7};
+        unary.shape = c.out;
+        Outcome y = runNode(*fast_, unary, {&pre.out}, ctx_);
+        EXPECT_TRUE(sameBits(f.out[0], pre.out)) << act << " " << c.out.str() << ": C is not bias + product";
+        EXPECT_TRUE(sameBits(f.out[1], y.out)) << act << " " << c.out.str() << " on " << threads << " threads";
+        EXPECT_TRUE(close(f.out[0], r.out[0], 1e-5)) << act << " " << c.out.str();
+        EXPECT_TRUE(close(f.out[1], r.out[1], 1e-5)) << act << " " << c.out.str();
+      }
+}
+
+Node crossEntropy(const std::string& classes) {
+  Node n;
+  n.id = 7;
+  n.op = Op::CrossEntropy;
+  n.names = {classes};
+  n.inputs = {0, 1, 2};
+  n.epilogue.push_back({Op::CrossEntropyGrad, "", 2, 9, /*own=*/true});
+  return n;
+}
+
+// A cross-entropy that computes its gradient (fold_epilogues.cc rule 4): the
+// loss is the cross_entropy node's bits and the gradient the
+// cross_entropy_grad node's, from one read of the logits; in rows (classes
+// last) and in a layout read through scratch (classes first), with NaN and
+// ±inf logits, dy 1 and 0.25, on 1 and 2 threads; the loss alone when the
+// schedule computes no gradient; a bad label fails as the node does.
+TEST_F(EpilogueTest, CrossEntropyWithItsGradientIsTheTwoNodesBits) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  const Dim R{"row", 37}, C{"vocab", 301}, B{"b", 3};
+  for (const Shape& shape : {sh({R, C}), sh({C, B, R}), sh({B, R, Dim{"vocab", 1}})})
+    for (float dy : {1.0f, 0.25f})
+      for (int threads : {1, 2}) {
+        ctx_.threads = threads;
+        Buf logits = rand(shape), d(Shape{}, DType::F32);
+        d.f = {dy};
+        Shape label_shape;
+        for (const Dim& x : shape.dims)
+          if (x.name != "vocab") label_shape.dims.push_back(x);
+        Buf labels = ints(label_shape, rng_, 0, static_cast<int>(shape.dims[static_cast<size_t>(shape.find("vocab"))].size) - 1);
+        logits.f[5] = nan;
+        logits.f[logits.f.size() / 3] = inf;
+        logits.f[logits.f.size() / 2] = -inf;
+        Node n = crossEntropy("vocab");
+        n.shape = Shape{};
+        Outcomes f = runOwn(*fast_, n, {&logits, &labels, &d}, {shape}, ctx_);
+        Outcomes r = runOwn(*ref_, n, {&logits, &labels, &d}, {shape}, ctx_);
+        ASSERT_TRUE(f.status.ok) << f.status.message;
+        ASSERT_TRUE(r.status.ok) << r.status.message;
+        Node loss = n, grad;
+        loss.epilogue.clear();
+        loss.inputs = {0, 1};
+        grad.id = 9;
+        grad.op = Op::CrossEntropyGrad;
+        grad.names = {"vocab"};
+        grad.inputs = {0, 1, 2};
+        grad.shape = shape;
+        Outcome l = runNode(*fast_, loss, {&logits, &labels}, ctx_), g = runNode(*fast_, grad, {&logits, &labels, &d}, ctx_);
+        ASSERT_TRUE(l.status.ok && g.status.ok) << l.status.message << g.status.message;
+        EXPECT_TRUE(sameBits(f.out[0], l.out)) << shape.str() << ": " << f.out[0].f[0] << " vs " << l.out.f[0];
+        EXPECT_TRUE(sameBits(f.out[1], g.out)) << shape.str() << " dy " << dy << " on " << threads << " threads";
+        Outcome rl = runNode(*ref_, loss, {&logits, &labels}, ctx_), rg = runNode(*ref_, grad, {&logits, &labels, &d}, ctx_);
+        EXPECT_TRUE(sameBits(r.out[0], rl.out)) << shape.str();
+        EXPECT_TRUE(sameBits(r.out[1], rg.out)) << shape.str();
+        EXPECT_TRUE(close(f.out[1], r.out[1], 1e-5)) << shape.str();
+        // Evaluation: no gradient to write.
+        for (Backend* be : {fast_.get(), ref_.get()}) {
+          Outcomes alone = runOwn(*be, n, {&logits, &labels, &d}, {std::nullopt}, ctx_);
+          ASSERT_TRUE(alone.status.ok) << alone.status.message;
+          EXPECT_TRUE(sameBits(alone.out[0], be == fast_.get() ? l.out : rl.out)) << be->name();
+        }
+        labels.i[2] = -1;
+        for (Backend* be : {fast_.get(), ref_.get()}) {
+          Outcomes bad = runOwn(*be, n, {&logits, &labels, &d}, {shape}, ctx_);
+          Outcome node = runNode(*be, loss, {&logits, &labels}, ctx_);
+          EXPECT_FALSE(bad.status.ok) << be->name();
+          EXPECT_EQ(bad.status.message, node.status.message) << be->name();
+        }
+      }
 }
 
 // Why relu is ours on x86 (fold_epilogues.cc), not oneDNN's post-op: oneDNN

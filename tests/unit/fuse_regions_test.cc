@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -285,30 +286,48 @@ TEST(FuseRegions, MlpSampleFusesBiasAndReluNeverAContraction) {
 // backend's relu on each panel of C), whose gradient reads its result, not
 // the pre-activation. Without activations, the relu stays in a region.
 prog::Program planFused(const ir::Graph& g, std::vector<UnaryFn> activations = program::PlanOptions{}.epilogue_activations,
-                        bool epilogues = true) {
+                        bool epilogues = true,
+                        std::vector<UnaryFn> kept = program::PlanOptions{}.epilogue_kept_input_activations,
+                        bool cross_entropy_grad = true) {
   program::PlanOptions o;
   o.fuse = true;
   o.fuse_epilogues = epilogues;
   o.epilogue_activations = std::move(activations);
+  o.epilogue_kept_input_activations = std::move(kept);
+  o.fuse_cross_entropy_grad = cross_entropy_grad;
   return program::planProgram(g, layout::Layout{}, {}, o);
 }
-std::map<std::string, int> epilogueShapes(const prog::Program& p) {  // "add relu" → how many contractions
+// "add relu" → how many contractions; "cross_entropy_grad" → how many cross-entropies.
+std::map<std::string, int> epilogueShapes(const prog::Program& p) {
   std::map<std::string, int> out;
   for (const Node& n : p.nodes) {
     if (n.epilogue.empty()) continue;
     std::string k;
-    for (const ir::PostOp& o : n.epilogue) k += (k.empty() ? "" : " ") + o.fn;
+    for (const ir::PostOp& o : n.epilogue)
+      k += (k.empty() ? "" : " ") + (o.fn.empty() ? std::string(ir::opName(o.op)) : o.fn) + (o.own ? "*" : "");
     ++out[k];
   }
   return out;
 }
+std::map<std::string, int> withoutGradient(std::map<std::string, int> shapes) {
+  shapes.erase("cross_entropy_grad*");
+  return shapes;
+}
+// An absorbed node runs no instruction of its own, in either schedule; it is
+// a view of the node that computes it, or (PostOp::own) keeps a slot of its
+// own where the schedule computes it at all.
 void expectAbsorbed(const prog::Program& p) {
   for (const prog::Schedule* s : {&p.train, &p.eval})
     for (const Node& n : p.nodes)
       for (const ir::PostOp& o : n.epilogue) {
         const prog::Storage& st = s->storage[static_cast<size_t>(o.node)];
-        EXPECT_EQ(int(st.kind), int(prog::Storage::Alias)) << ir::printNode(p[o.node]);
-        EXPECT_EQ(st.index, n.id);
+        if (o.own) {
+          EXPECT_TRUE(st.kind == prog::Storage::Slot || (s == &p.eval && st.kind == prog::Storage::None))
+              << ir::printNode(p[o.node]);
+        } else {
+          EXPECT_EQ(int(st.kind), int(prog::Storage::Alias)) << ir::printNode(p[o.node]);
+          EXPECT_EQ(st.index, n.id);
+        }
         for (const prog::Instr& in : s->instrs) EXPECT_FALSE(in.kind == prog::Instr::Run && in.id == o.node);
         EXPECT_EQ(n.inputs.size(), 3u);
       }
@@ -317,7 +336,7 @@ void expectAbsorbed(const prog::Program& p) {
 TEST(Epilogues, AMlpsBiasAddsJoinTheirContractions) {
   auto s = compileSample("synthetic_mlp.dtl");
   const prog::Program p = planFused(s->fe.graph(), {});
-  EXPECT_EQ(epilogueShapes(p), (std::map<std::string, int>{{"add", 2}}));
+  EXPECT_EQ(epilogueShapes(p), (std::map<std::string, int>{{"add", 2}, {"cross_entropy_grad*", 1}}));
   expectAbsorbed(p);
   const Fusion f = plannedFusion(p);
   for (const Node& n : p.nodes) {
@@ -328,33 +347,49 @@ TEST(Epilogues, AMlpsBiasAddsJoinTheirContractions) {
     for (const ir::PostOp& o : n.epilogue) EXPECT_EQ(f.region_of[static_cast<size_t>(o.node)], -1);
   }
   const prog::Program relu = planFused(s->fe.graph());  // x86's rule
-  EXPECT_EQ(epilogueShapes(relu), (std::map<std::string, int>{{"add", 1}, {"add relu", 1}}));
+  EXPECT_EQ(withoutGradient(epilogueShapes(relu)), (std::map<std::string, int>{{"add", 1}, {"add relu", 1}}));
   expectAbsorbed(relu);
   const Fusion fr = plannedFusion(relu);
   for (const Node& n : relu.nodes)
     if (n.op == Op::Unary && n.fn == "relu") EXPECT_EQ(fr.region_of[static_cast<size_t>(n.id)], -1);
   EXPECT_LT(fr.regions.size(), f.regions.size()) << "the relu's region goes";
-  EXPECT_EQ(epilogueShapes(planFused(s->fe.graph(), {}, /*epilogues=*/false)), (std::map<std::string, int>{}));
+  EXPECT_EQ(epilogueShapes(planFused(s->fe.graph(), {}, /*epilogues=*/false, {}, /*cross_entropy_grad=*/false)),
+            (std::map<std::string, int>{}));
 }
 
-// A gelu's gradient reads its input: with gelu allowed, the chain still
-// stops at the bias add (the pre-activation must be written for it).
-TEST(Epilogues, NotWhenThePreActivationIsReadElsewhere) {
+// A gelu's gradient reads its input: with gelu allowed in place, the chain
+// still stops at the bias add (the pre-activation must be written for it);
+// with gelu a kept-input activation (x86's rule, rule 3b) the contraction
+// computes it into its own storage beside the pre-activation, which stays
+// in C for the gradient: the gelu's region goes.
+TEST(Epilogues, NotInPlaceWhenThePreActivationIsReadElsewhere) {
   auto s = compileSample("char_gpt.dtl");
-  const prog::Program p = planFused(s->fe.graph(), {UnaryFn::Gelu, UnaryFn::Relu});
-  int gelus = 0;
-  for (const Node& n : p.nodes)
-    if (n.op == Op::Unary && n.fn == "gelu") {
-      ++gelus;
-      const Node& pre = p[n.inputs[0]];
-      ASSERT_EQ(pre.op, Op::Binary) << ir::printNode(pre);
-      const Node& c = p[p.train.storage[static_cast<size_t>(pre.id)].index];
-      ASSERT_EQ(c.op, Op::Contract) << ir::printNode(c);
-      ASSERT_EQ(c.epilogue.size(), 1u) << ir::printNode(c);
-      EXPECT_EQ(c.epilogue[0].node, pre.id);
-    }
-  EXPECT_EQ(gelus, 2);
-  expectAbsorbed(p);
+  for (bool kept : {false, true}) {
+    const prog::Program p = planFused(s->fe.graph(), {UnaryFn::Gelu, UnaryFn::Relu}, true,
+                                      kept ? std::vector<UnaryFn>{UnaryFn::Gelu} : std::vector<UnaryFn>{});
+    int gelus = 0;
+    for (const Node& n : p.nodes)
+      if (n.op == Op::Unary && n.fn == "gelu") {
+        ++gelus;
+        const Node& pre = p[n.inputs[0]];
+        ASSERT_EQ(pre.op, Op::Binary) << ir::printNode(pre);
+        const Node& c = p[p.train.storage[static_cast<size_t>(pre.id)].index];
+        ASSERT_EQ(c.op, Op::Contract) << ir::printNode(c);
+        ASSERT_EQ(c.epilogue.size(), kept ? 2u : 1u) << ir::printNode(c);
+        EXPECT_EQ(c.epilogue[0].node, pre.id);
+        if (kept) {
+          EXPECT_TRUE(c.epilogue[1].own);
+          EXPECT_EQ(c.epilogue[1].node, n.id);
+          EXPECT_EQ(c.epilogue[1].fn, "gelu");
+          EXPECT_EQ(plannedFusion(p).region_of[static_cast<size_t>(n.id)], -1);
+          bool grad_reads_c = false;  // the gradient reads the pre-activation: C's storage
+          for (const Node& r : p.nodes) grad_reads_c |= r.op == Op::UnaryGrad && r.inputs[0] == pre.id;
+          EXPECT_TRUE(grad_reads_c);
+        }
+      }
+    EXPECT_EQ(gelus, 2);
+    expectAbsorbed(p);
+  }
 
   // By hand: y = x @ w + b read by relu and by the caller (a graph output):
   // the add joins (the epilogue's result is stored), relu does not; a
@@ -379,6 +414,64 @@ TEST(Epilogues, NotWhenThePreActivationIsReadElsewhere) {
   EXPECT_TRUE(h[c2].epilogue.empty()) << ir::printNode(h[c2]);
   EXPECT_TRUE(h[c3].epilogue.empty()) << ir::printNode(h[c3]);
   expectAbsorbed(h);
+}
+
+int positionOf(const prog::Schedule& s, int id) {
+  for (size_t k = 0; k < s.instrs.size(); ++k)
+    if (s.instrs[k].kind == prog::Instr::Run && s.instrs[k].id == id) return static_cast<int>(k);
+  return -1;
+}
+
+// Rule 4: the cross-entropy computes its gradient (dy the loss's seed, a
+// constant that now runs before it) into the gradient's own slot in
+// training; the logits are freed by the cross-entropy, not kept until the
+// backward pass; evaluation computes the loss alone. Not when dy is not a
+// constant, nor with the rule off.
+TEST(Epilogues, ACrossEntropyComputesItsGradient) {
+  auto s = compileSample("char_gpt.dtl");
+  const prog::Program p = planFused(s->fe.graph());
+  int folded = 0;
+  for (const Node& x : p.nodes) {
+    if (x.op != Op::CrossEntropy) continue;
+    ASSERT_EQ(x.epilogue.size(), 1u) << ir::printNode(x);
+    ++folded;
+    const ir::PostOp& o = x.epilogue[0];
+    EXPECT_TRUE(o.own);
+    EXPECT_EQ(o.operand, 2);
+    const Node& g = p[o.node];
+    ASSERT_EQ(g.op, Op::CrossEntropyGrad);
+    EXPECT_EQ(g.inputs[0], x.inputs[0]);
+    EXPECT_EQ(g.inputs[1], x.inputs[1]);
+    EXPECT_EQ(x.inputs.at(2), g.inputs[2]);
+    EXPECT_EQ(p[x.inputs[2]].op, Op::Const);
+    for (const prog::Schedule* sch : {&p.train, &p.eval}) {
+      ASSERT_GE(positionOf(*sch, x.id), 0);
+      EXPECT_GE(positionOf(*sch, x.inputs[2]), 0);
+      EXPECT_LT(positionOf(*sch, x.inputs[2]), positionOf(*sch, x.id)) << "dy runs before the cross-entropy";
+    }
+    EXPECT_EQ(int(p.train.storage[static_cast<size_t>(g.id)].kind), int(prog::Storage::Slot));
+    EXPECT_EQ(int(p.eval.storage[static_cast<size_t>(g.id)].kind), int(prog::Storage::None));
+    const std::vector<int>& frees = p.train.instrs[static_cast<size_t>(positionOf(p.train, x.id))].frees;
+    EXPECT_NE(std::find(frees.begin(), frees.end(), x.inputs[0]), frees.end()) << "the logits die at the cross-entropy";
+  }
+  EXPECT_EQ(folded, 1);
+  expectAbsorbed(p);
+  const prog::Program off = planFused(s->fe.graph(), program::PlanOptions{}.epilogue_activations, true,
+                                      program::PlanOptions{}.epilogue_kept_input_activations, false);
+  for (const Node& x : off.nodes) EXPECT_TRUE(x.op != Op::CrossEntropy || x.epilogue.empty());
+
+  // By hand: dy fed as an input, not a constant.
+  Graph h;
+  const Shape bc = S({{"batch", 4}, {"c", 3}});
+  int logits = input(h, "logits", bc), labels = input(h, "labels", S({{"batch", 4}}), DType::I32);
+  int dy = input(h, "dy", Shape{});
+  int loss = add(h, Op::CrossEntropy, Shape{}, {logits, labels});
+  h.nodes[static_cast<size_t>(loss)].names = {"c"};
+  int grad = add(h, Op::CrossEntropyGrad, bc, {logits, labels, dy});
+  h.nodes[static_cast<size_t>(grad)].names = {"c"};
+  h.outputs = {loss, grad};
+  h.forward_end = static_cast<int>(h.nodes.size());
+  EXPECT_TRUE(planFused(h)[loss].epilogue.empty());
 }
 
 // Every norm, norm gradient, softmax gradient and elementwise gradient of
@@ -491,15 +584,17 @@ TEST(FuseRegions, EmitFusedPrintsRegions) {
   EXPECT_NE(out.find("region0: "), std::string::npos) << out;
   EXPECT_NE(out.find(" regions fusing "), std::string::npos) << out;
   // Each Linear's bias add is its contraction's epilogue, named on a line of its own.
-  EXPECT_NE(out.find("# 2 contractions run an epilogue: %"), std::string::npos) << out;
+  // So is the cross-entropy's gradient, computed by the cross-entropy.
+  EXPECT_NE(out.find("# 2 contractions and 1 other node run an epilogue: %"), std::string::npos) << out;
   EXPECT_NE(out.find(" (add %"), std::string::npos) << out;
+  EXPECT_NE(out.find(" (cross_entropy_grad %"), std::string::npos) << out;
   // --kernels jit: the regions it runs, by the full rules: gelu and its
   // gradient fused (f32 through libmvec)
   const std::string gpt = std::string(DTL_SOURCE_DIR) + "/samples/char_gpt.dtl";
   out.clear();
   ASSERT_EQ(cli::runCli({"check", gpt, "--emit=fused", "--world", "1"}, out, err), 0) << err;
   EXPECT_NE(out.find(" gelu_grad %"), std::string::npos) << out;
-  EXPECT_NE(out.find(" gelu %"), std::string::npos) << out;
+  EXPECT_NE(out.find(", gelu into %"), std::string::npos) << out;  // the up projection's epilogue
   EXPECT_NE(out.find(" normalize_grad"), std::string::npos) << out;
   std::string jit;
   ASSERT_EQ(cli::runCli({"check", gpt, "--emit=fused", "--world", "1", "--kernels", "jit"}, jit, err), 0) << err;

@@ -163,6 +163,8 @@ int64_t intOp(Binary op, int64_t a, int64_t b) {
 
 }  // namespace
 
+void unaryArray(Unary op, const float* x, float* y, int64_t n) { unaryLoop(op, y, x, n); }
+
 void unary(Unary op, const TensorView& x, TensorView& y) {
   if (x.isFloat()) return unaryLoop(op, y.f(), x.f(), x.elements);
   for (int64_t i = 0; i < x.elements; ++i) {  // neg / abs of integers, wrapping

@@ -2,7 +2,9 @@
 // oneDNN's matmul post-op, in the GEMM's own pass over C (gemm.h
 // matmulBias), and a relu after it with our select (oneDNN's turns NaN into
 // 0: compiler/codegen/fold_epilogues.cc), on each panel of C's rows right
-// after the GEMM wrote it (gemm.h matmulBiasPanels), in place. Any other
+// after the GEMM wrote it (gemm.h matmulBiasPanels), in place; an activation
+// into its own storage (PostOp::own: a gelu whose gradient reads C) from the
+// same panel with the unary node's loop, C keeping its value. Any other
 // post-op (another activation, a bias that is not one per column of C, a
 // product whose C is permuted) runs after the product with this backend's
 // kernel for that node, so the result is always the nodes'.
@@ -17,29 +19,52 @@ namespace {
 
 bool isRelu(const ir::PostOp& o) { return o.op == ir::Op::Unary && o.fn == "relu"; }
 
+// Runs on a panel of C (and, for a post-op into its own storage, the same elements of that output).
+bool panelOp(const ir::PostOp& o) { return isRelu(o) || (o.own && o.op == ir::Op::Unary && ref::parseUnary(o.fn)); }
+
 }  // namespace
 
-std::string contractEpilogue(const ir::Node& n, const std::vector<const TensorView*>& in, TensorView& out,
-                             Scratch& s) {
+std::string contractEpilogue(const ir::Node& n, const std::vector<const TensorView*>& in,
+                             const std::vector<TensorView*>& outs, Scratch& s) {
   const TensorView& a = *in.at(0);
   const TensorView& b = *in.at(1);
+  TensorView& out = *outs.at(0);
+  std::vector<TensorView*> own;  // per post-op: its own output, or null
+  for (size_t k = 0, next = 1; k < n.epilogue.size(); ++k) own.push_back(n.epilogue[k].own ? outs.at(next++) : nullptr);
   std::string err;
   size_t done = 0;  // post-ops run with the GEMM
   const ir::PostOp* first = n.epilogue.empty() ? nullptr : &n.epilogue[0];
   if (first && first->op == ir::Op::Binary && first->fn == "add" && first->operand >= 0 &&
       biasFits(a.shape, b.shape, out.shape, in.at(static_cast<size_t>(first->operand))->shape)) {
     const TensorView& bias = *in.at(static_cast<size_t>(first->operand));
-    size_t relus = 0;  // relu after the bias, on each panel of C as the GEMM finishes it
-    while (1 + relus < n.epilogue.size() && isRelu(n.epilogue[1 + relus])) ++relus;
+    size_t after = 1;  // relus in place and activations into their own storage, on each panel of C as the GEMM finishes it
+    while (after < n.epilogue.size() && panelOp(n.epilogue[after])) ++after;
     PanelFn panel;
-    if (relus > 0) panel = [](float* c, int64_t elements) { reluInPlace(c, elements); };
+    if (after > 1)
+      panel = [&, after](float* c, int64_t elements) {
+        const int64_t at = c - out.f();
+        for (size_t k = 1; k < after; ++k) {
+          if (isRelu(n.epilogue[k])) {
+            reluInPlace(c, elements);
+          } else if (own[k]) {
+            unaryArray(*ref::parseUnary(n.epilogue[k].fn), c, own[k]->f() + at, elements);
+          }
+        }
+      };
     if (!contractBias(a.f(), a.shape, b.f(), b.shape, bias.f(), out.f(), out.shape, s.a, &err, panel)) return err;
-    done = 1 + relus;
+    done = after;
   } else if (!contract(a.f(), a.shape, b.f(), b.shape, out.f(), out.shape, s.a, &err)) {
     return err;
   }
   for (size_t k = done; k < n.epilogue.size(); ++k) {  // the node's own kernel
     const ir::PostOp& o = n.epilogue[k];
+    if (o.own) {  // from C, which keeps its value
+      if (!own[k]) continue;
+      if (o.op != ir::Op::Unary || !ref::parseUnary(o.fn))
+        return "fast backend: contract node %" + std::to_string(n.id) + ": no kernel for its post-op " + o.fn;
+      unary(*ref::parseUnary(o.fn), out, *own[k]);
+      continue;
+    }
     if (isRelu(o)) {  // elementwise in place: no copy
       reluInPlace(out.f(), out.elements);
       continue;

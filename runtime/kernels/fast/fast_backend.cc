@@ -27,7 +27,7 @@ std::optional<std::string> runFallible(const Node& n, const std::vector<const Te
   auto x = [&](size_t k) -> const TensorView& { return *in.at(k); };
   switch (n.op) {
     case Op::Contract: {
-      if (!n.epilogue.empty()) return fast::contractEpilogue(n, in, out, s);
+      if (!n.epilogue.empty()) return fast::contractEpilogue(n, in, {&out}, s);
       std::string err;
       if (in.size() == 3) {  // base + a @ b (the accumulate-into-contraction pass)
         if (!(x(2).shape == out.shape))
@@ -122,7 +122,14 @@ class FastBackend final : public Backend {
                           const RunContext& ctx) override {
     auto x = [&](size_t k) -> const TensorView& { return *in.at(k); };
     std::string err;
-    if (n.op == Op::Attention && out.size() == 2)
+    fast::setGemmThreads(ctx.threads);
+    if (n.op == Op::Contract && !n.epilogue.empty())
+      err = fast::contractEpilogue(n, in, out, scratch_);
+    else if (n.op == Op::CrossEntropy && n.epilogue.size() == 1 && n.epilogue[0].op == Op::CrossEntropyGrad &&
+             out.size() == 2)
+      err = fast::crossEntropyWithGrad(x(0), x(1), n.names.at(0), x(static_cast<size_t>(n.epilogue[0].operand)),
+                                       *out[0], out[1], ctx.threads, scratch_);
+    else if (n.op == Op::Attention && out.size() == 2)
       err = fast::attention(x(0), x(1), x(2), n.flag, *out[0], *out[1], ctx.threads, scratch_);
     else if (n.op == Op::AttentionGrad && out.size() == 3)
       err = fast::attentionGrad(x(0), x(1), x(2), x(3), x(4), x(5), n.flag, *out[0], *out[1], *out[2], ctx.threads,

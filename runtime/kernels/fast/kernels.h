@@ -22,8 +22,9 @@ struct Scratch {
 };
 
 // epilogue.cc: a Contract with post-ops (ir::Node::epilogue), its operands in `in`; "" when done.
-std::string contractEpilogue(const ir::Node& n, const std::vector<const TensorView*>& in, TensorView& out,
-                             Scratch& s);
+// out[0] is C, then one output per post-op into its own storage (PostOp::own; null: not computed).
+std::string contractEpilogue(const ir::Node& n, const std::vector<const TensorView*>& in,
+                             const std::vector<TensorView*>& out, Scratch& s);
 
 // elementwise.cc
 void unary(ref::Unary op, const TensorView& x, TensorView& y);
@@ -31,6 +32,8 @@ void unaryGrad(ref::Unary op, const TensorView& x, const TensorView& dy, TensorV
 // relu over x in place (unary's select: NaN stays NaN, −0 and −inf become +0),
 // for a contraction's epilogue on a panel of C still in cache.
 void reluInPlace(float* x, int64_t n);
+// unary's loop on n floats (a panel of C into an activation's own storage).
+void unaryArray(ref::Unary op, const float* x, float* y, int64_t n);
 void binary(ref::Binary op, const TensorView& a, const TensorView& b, TensorView& y);
 void fill(double value, TensorView& y);
 void cast(const TensorView& x, TensorView& y);
@@ -64,6 +67,11 @@ std::string crossEntropy(const TensorView& logits, const TensorView& labels, con
                          int threads, Scratch& s);
 std::string crossEntropyGrad(const TensorView& logits, const TensorView& labels, const std::string& classes,
                              const TensorView& dloss, TensorView& dx, int threads, Scratch& s);
+// Both at once (a cross-entropy's epilogue, PostOp::own): each row's loss term
+// and its gradient row from one read of the row, the two kernels' bits; the
+// loss alone when dx is null.
+std::string crossEntropyWithGrad(const TensorView& logits, const TensorView& labels, const std::string& classes,
+                                 const TensorView& dloss, TensorView& y, TensorView* dx, int threads, Scratch& s);
 // Windowed as the reference's (ref::embed): rows [first, first + held) of `whole` (0: all).
 std::string embed(const TensorView& table, const TensorView& ids, TensorView& y, int64_t first = 0, int64_t whole = 0);
 std::string embedGrad(const TensorView& ids, const TensorView& dy, TensorView& dtable, int64_t first = 0,

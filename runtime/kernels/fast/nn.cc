@@ -53,14 +53,17 @@ DTL_FAST_CLONES void logSumExp(const float* DTL_RESTRICT x, int64_t n, float* ma
   *lse_out = std::log(s);
 }
 
-// dx = g · (softmax(x) − onehot(label)).
-DTL_FAST_CLONES void crossEntropyGradRow(float* DTL_RESTRICT dx, const float* DTL_RESTRICT x, int64_t n, int32_t label,
-                                         float g) {
-  float m, lse;
-  logSumExp(x, n, &m, &lse);
-  const float shift = m + lse;
+// dx = g · (softmax(x) − onehot(label)), with shift = m + lse of logSumExp.
+DTL_FAST_CLONES void shiftedGradRow(float* DTL_RESTRICT dx, const float* DTL_RESTRICT x, int64_t n, int32_t label,
+                                    float g, float shift) {
   DTL_SIMD for (int64_t i = 0; i < n; ++i) dx[i] = g * std::exp(x[i] - shift);
   dx[label] -= g;
+}
+
+void crossEntropyGradRow(float* dx, const float* x, int64_t n, int32_t label, float g) {
+  float m, lse;
+  logSumExp(x, n, &m, &lse);
+  shiftedGradRow(dx, x, n, label, g, m + lse);
 }
 
 DTL_FAST_CLONES void addRow(float* DTL_RESTRICT dst, const float* DTL_RESTRICT src, int64_t n) {
@@ -103,6 +106,32 @@ std::string crossEntropy(const TensorView& logits, const TensorView& labels, con
   for (double t : terms) total += t;
   // No positions gives 0/0 = NaN, as the reference.
   y.f()[0] = static_cast<float>(total / static_cast<double>(l.rows));
+  return "";
+}
+
+std::string crossEntropyWithGrad(const TensorView& logits, const TensorView& labels, const std::string& classes,
+                                 const TensorView& dloss, TensorView& y, TensorView* dx, int threads, Scratch& s) {
+  if (!dx) return crossEntropy(logits, labels, classes, y, threads, s);
+  const Dim& c = logits.shape.dims.at(static_cast<size_t>(logits.shape.find(classes)));
+  if (std::string e = checkLabels(labels, c); !e.empty()) return e;
+  RowLayout l = rowLayout(logits.shape, {classes});
+  const float* x = inRows(logits, l, s.a);
+  const int32_t* lab = rowLabels(labels, l, s.ids);
+  float* out = outRows(*dx, l, s.b);
+  const float g = static_cast<float>(static_cast<double>(dloss.f()[0]) / static_cast<double>(l.rows));
+  std::vector<double> terms(static_cast<size_t>(l.rows));
+#pragma omp parallel for num_threads(team(threads, l.rows)) schedule(static)
+  for (int64_t r = 0; r < l.rows; ++r) {
+    const float* row = x + r * l.n;
+    float m, lse;
+    logSumExp(row, l.n, &m, &lse);
+    terms[static_cast<size_t>(r)] = static_cast<double>(m) + lse - row[lab[r]];
+    shiftedGradRow(out + r * l.n, row, l.n, lab[r], g, m + lse);  // the row is still in cache
+  }
+  double total = 0;  // as crossEntropy: in row order
+  for (double t : terms) total += t;
+  y.f()[0] = static_cast<float>(total / static_cast<double>(l.rows));
+  finishRows(*dx, l, out);
   return "";
 }
 
