@@ -163,7 +163,9 @@ void profile(const prog::Program& plain, const prog::Program& fused, Bound& b, r
 }
 
 // The time of the contractions alone inside a step (the rest is the non-GEMM
-// work issue 11 asks to bring under 10 % of the step).
+// work issue 11 asks to bring under 10 % of the step). A contraction's
+// epilogue runs inside its call and counts as its time: the bias, a relu, and
+// a gelu computed from C's panels into its own storage (through runResults).
 struct ContractTimed : rt::Backend {
   std::unique_ptr<rt::Backend> inner = rt::makeFastBackend();
   double ms = 0;
@@ -178,7 +180,11 @@ struct ContractTimed : rt::Backend {
   }
   rt::KernelStatus runResults(const ir::Node& n, const std::vector<const rt::TensorView*>& in,
                               const std::vector<rt::TensorView*>& out, const rt::RunContext& ctx) override {
-    return inner->runResults(n, in, out, ctx);
+    if (n.op != ir::Op::Contract) return inner->runResults(n, in, out, ctx);
+    double t = now();
+    rt::KernelStatus s = inner->runResults(n, in, out, ctx);
+    ms += (now() - t) * 1e3;
+    return s;
   }
 };
 

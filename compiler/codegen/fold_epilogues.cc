@@ -13,12 +13,13 @@
 //    add's shape and stored in a slot. An intermediate the chain would have
 //    to write for another reader (a pre-activation a gelu's gradient reads)
 //    stops the chain before it: that node stays a node (or a region's);
-// 3b. else, when the add is also read by others (a gelu's gradient reads
-//    its pre-activation), one reader that is a Unary whose fn the target
-//    computes from a panel of C (EpilogueRules::kept_input_activations), of
-//    the add's shape and stored in a slot, is computed into its own
-//    storage (PostOp::own) while C keeps the add's value: the activation's
-//    region, which read the pre-activation back and wrote its result, goes.
+// 3b. else (the add is read by others too — a gelu's gradient reads its
+//    pre-activation — or its one reader is not an in-place activation),
+//    the one reader that is a Unary whose fn the target computes from a
+//    panel of C (EpilogueRules::kept_input_activations), of the add's shape
+//    and stored in a slot, is computed into its own storage (PostOp::own)
+//    while C keeps the add's value: the activation's region, which read the
+//    pre-activation back and wrote its result, goes.
 // The absorbed nodes become views of C's storage, which holds the last
 // in-place one's value; C reads the bias as its input 2. The chain's values
 // are those of the nodes: C rounded to f32, plus the bias in f32, then the
@@ -137,7 +138,7 @@ class EpilogueFolder {
     const int u = onlyReader(a);  // rule 3
     if (u >= 0 && activation(add, u, rules_.activations)) {
       ops.push_back({Op::Unary, node(u).fn, -1, u});
-    } else if (u < 0) {  // rule 3b
+    } else {  // rule 3b
       int kept = -1, candidates = 0;
       for (int r : readers_[static_cast<size_t>(a)])
         if (activation(add, r, rules_.kept_input_activations)) kept = r, ++candidates;
@@ -165,13 +166,14 @@ class EpilogueFolder {
       const Node& grad = node(g);
       if (grad.op != Op::CrossEntropyGrad || grad.inputs.size() != 3 || grad.inputs[0] != x.inputs[0] ||
           grad.inputs[1] != x.inputs[1] || grad.names != x.names || grad.dtype != DType::F32 ||
-          grad.shape != node(x.inputs[0]).shape || !grad.results.empty() || !slotted(g))
+          grad.shape != node(x.inputs[0]).shape || !grad.results.empty() || !slotted(g) || taken_.count(g))
         continue;
       const Node& dy = node(grad.inputs[2]);
       if (dy.op != Op::Const || dy.dtype != DType::F32 || dy.shape.elements().value_or(0) != 1 || !runs_[static_cast<size_t>(dy.id)])
         continue;
       x.inputs.push_back(dy.id);
       x.epilogue = {{Op::CrossEntropyGrad, "", 2, g, /*own=*/true}};
+      taken_.insert(g);  // a second cross-entropy of the same logits (a metric) computes it no more
       return 1;
     }
     return 0;
@@ -182,6 +184,7 @@ class EpilogueFolder {
   const EpilogueRules& rules_;
   std::vector<std::vector<int>> readers_;
   std::vector<bool> caller_, runs_;
+  std::set<int> taken_;  // gradients a cross-entropy computes
 };
 
 }  // namespace
@@ -200,8 +203,8 @@ void applyEpilogues(const prog::Program& p, prog::Schedule& s) {
         owner[static_cast<size_t>(o.node)] = in.id;
         own[static_cast<size_t>(o.node)] = o.own;
       }
-  // Each node with an epilogue, preceded by the operands of no inputs (a
-  // constant) it reads that the schedule ran after it, or not at all.
+  // Each node with an epilogue, preceded by the constants it reads that the
+  // schedule ran after it, or not at all.
   std::vector<prog::Instr> kept;
   std::vector<bool> done(n, false);
   for (size_t k = 0; k < s.instrs.size(); ++k) {
@@ -213,7 +216,7 @@ void applyEpilogues(const prog::Program& p, prog::Schedule& s) {
     if (owner[static_cast<size_t>(in.id)] >= 0 || done[static_cast<size_t>(in.id)]) continue;
     for (const ir::PostOp& o : p[in.id].epilogue) {
       const int x = o.operand < 0 ? -1 : p[in.id].inputs.at(static_cast<size_t>(o.operand));
-      if (x < 0 || !p[x].inputs.empty() || done[static_cast<size_t>(x)]) continue;
+      if (x < 0 || p[x].op != Op::Const || done[static_cast<size_t>(x)]) continue;
       // Later in the schedule, or not in it at all (evaluation, which computes no gradient, has no dy).
       if (s.storage[static_cast<size_t>(x)].kind == Storage::None) s.storage[static_cast<size_t>(x)] = Storage{Storage::Slot, -1, 0};
       kept.push_back(prog::Instr{prog::Instr::Run, x, {}});

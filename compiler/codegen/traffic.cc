@@ -110,7 +110,8 @@ StepTraffic stepTraffic(const prog::Program& p, int state_per_param) {
       int64_t operands = 0;
       for (const ir::PostOp& o : n.epilogue) {
         t.node_by_node += nodeBytes(p, p[o.node]), ++t.kernels_node_by_node;
-        if (o.operand >= 0) operands += bytesOf(p[n.inputs.at(static_cast<size_t>(o.operand))]);
+        // (A contraction's; another node's kernel counts every input it reads already.)
+        if (o.operand >= 0 && n.op == Op::Contract) operands += bytesOf(p[n.inputs.at(static_cast<size_t>(o.operand))]);
         if (o.own) operands += bytesOf(p[o.node]);
       }
       t.fused += operands;

@@ -245,6 +245,10 @@ class ReferenceBackend final : public Backend {
       return {false, std::string("reference backend: ") + ir::opName(n.op) + " has several results (runResults)"};
     if (n.op == Op::Input || n.op == Op::Param || n.op == Op::Update)
       return {false, std::string("reference backend: ") + ir::opName(n.op) + " is not a kernel"};
+    for (const ir::PostOp& o : n.epilogue)
+      if (o.own)
+        return {false, std::string("reference backend: ") + ir::opName(n.op) + "'s epilogue writes %" +
+                           std::to_string(o.node) + " (runResults)"};
     if (!n.epilogue.empty()) return runWithEpilogue(n, in, {&out}, ctx);
     std::vector<ref::Tensor> x;
     x.reserve(in.size());

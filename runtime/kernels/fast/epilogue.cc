@@ -8,6 +8,7 @@
 // post-op (another activation, a bias that is not one per column of C, a
 // product whose C is permuted) runs after the product with this backend's
 // kernel for that node, so the result is always the nodes'.
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/kernels/fast/gemm.h"
@@ -40,16 +41,27 @@ std::string contractEpilogue(const ir::Node& n, const std::vector<const TensorVi
     size_t after = 1;  // relus in place and activations into their own storage, on each panel of C as the GEMM finishes it
     while (after < n.epilogue.size() && panelOp(n.epilogue[after])) ++after;
     PanelFn panel;
+    // An activation into its own storage runs over ranges that start and end
+    // where the unary node's one loop over all of C has a vector boundary
+    // (multiples of kAligned elements from C's start; the last range ends
+    // with C, where that loop's tail is): libmvec's narrower tail variants
+    // differ in the last bit, so every element then takes the node's path.
+    // A range may reach back into the panel before, still in cache.
+    constexpr int64_t kAligned = 64;
+    int64_t activated = 0;  // C's elements the activations have run over (panels come in order)
     if (after > 1)
       panel = [&, after](float* c, int64_t elements) {
-        const int64_t at = c - out.f();
+        const int64_t end = c - out.f() + elements;
+        const int64_t upto = end == out.elements ? end : end / kAligned * kAligned;
         for (size_t k = 1; k < after; ++k) {
           if (isRelu(n.epilogue[k])) {
             reluInPlace(c, elements);
-          } else if (own[k]) {
-            unaryArray(*ref::parseUnary(n.epilogue[k].fn), c, own[k]->f() + at, elements);
+          } else if (own[k] && upto > activated) {
+            unaryArray(*ref::parseUnary(n.epilogue[k].fn), out.f() + activated, own[k]->f() + activated,
+                       upto - activated);
           }
         }
+        activated = std::max(activated, upto);
       };
     if (!contractBias(a.f(), a.shape, b.f(), b.shape, bias.f(), out.f(), out.shape, s.a, &err, panel)) return err;
     done = after;

@@ -143,6 +143,8 @@ class FastBackend final : public Backend {
   KernelStatus run(const Node& n, const std::vector<const TensorView*>& in, TensorView& out,
                    const RunContext& ctx) override {
     if (!n.results.empty()) return fail(n, "it has several results (runResults)");
+    for (const ir::PostOp& o : n.epilogue)
+      if (o.own) return fail(n, "its epilogue writes %" + std::to_string(o.node) + " (runResults)");
     fast::setGemmThreads(ctx.threads);
     if (std::optional<std::string> err = runFallible(n, in, out, ctx.threads, scratch_)) {
       if (!err->empty()) return {false, *err};
