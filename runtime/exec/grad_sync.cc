@@ -10,14 +10,16 @@
 namespace dtl::rt {
 
 comm::Status clipOverPieces(std::vector<Param>& params, double max_norm,
-                            const std::map<std::string, comm::Communicator*>& comms, double* total_norm) {
+                            const std::map<std::string, comm::Communicator*>& comms, double* total_norm,
+                            const std::vector<float>* local_norms) {
+  if (local_norms && local_norms->size() != params.size()) local_norms = nullptr;
   std::vector<std::pair<float*, int64_t>> grads;
   std::vector<float> norms;
   std::map<std::string, std::vector<size_t>> by_axes;  // the axes a gradient is split on → its params
   for (size_t i = 0; i < params.size(); ++i) {
     Param& p = params[i];
     grads.emplace_back(p.step_grad, static_cast<int64_t>(p.grad.size()));
-    norms.push_back(optim::normTwo(p.step_grad, static_cast<int64_t>(p.grad.size())));
+    norms.push_back(local_norms ? (*local_norms)[i] : optim::normTwo(p.step_grad, static_cast<int64_t>(p.grad.size())));
     if (!p.piece.sharded()) continue;
     std::string axes;
     for (size_t a = 0; a < p.piece.placement.size(); ++a)

@@ -21,8 +21,11 @@ namespace dtl::rt {
 // process takes it — without splits, PyTorch's result to the bit.
 // `total_norm` (if given) gets the global norm before clipping; with
 // max_norm <= 0 that norm is all it does (the gradients are left as they are).
+// `local_norms` (if given): each param's local gradient norm, already
+// measured (StepGuard::localNorms), instead of another pass over them.
 comm::Status clipOverPieces(std::vector<Param>& params, double max_norm,
-                            const std::map<std::string, comm::Communicator*>& comms, double* total_norm = nullptr);
+                            const std::map<std::string, comm::Communicator*>& comms, double* total_norm = nullptr,
+                            const std::vector<float>* local_norms = nullptr);
 
 // With accumulation the gradients the program reduces in buckets are
 // reduced once per step: each micro-batch keeps its partial sums (the

@@ -57,10 +57,17 @@ comm::Status StepGuard::allReduceWorld(std::vector<float>& v) {
   return {};
 }
 
-int64_t StepGuard::firstNonfinite(double loss, const std::vector<Param>& params) const {
+int64_t StepGuard::firstNonfinite(double loss, const std::vector<Param>& params) {
+  norms_valid_ = false;
   if (!std::isfinite(loss)) return 1;
-  for (size_t i = 0; i < params.size(); ++i)
-    if (!optim::allFinite(params[i].step_grad, static_cast<int64_t>(params[i].grad.size()))) return 2 + static_cast<int64_t>(i);
+  norms_.resize(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const int64_t n = static_cast<int64_t>(params[i].grad.size());
+    norms_[i] = optim::normTwo(params[i].step_grad, n);  // NaN or inf when an element is
+    // An infinite norm may be finite elements whose squares overflow (|g| > ~1.8e19): look at them.
+    if (!std::isfinite(norms_[i]) && !optim::allFinite(params[i].step_grad, n)) return 2 + static_cast<int64_t>(i);
+  }
+  norms_valid_ = true;
   return 0;
 }
 

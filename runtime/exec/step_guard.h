@@ -47,15 +47,24 @@ class StepGuard {
   // 0, or the diverged group's lowest), so a job prints it once.
   bool agree(int64_t step, double loss, std::vector<Param>& params, StepVerdict& v, std::string& err);
 
+  // The 2-norm of each parameter's local gradient (optim::normTwo, the bits
+  // clipping computes), measured by agree() on its way to finding the step
+  // finite: a finite norm means finite elements, so one pass over the
+  // gradients serves both. Null when agree() did not measure them all (a
+  // non-finite loss or gradient: the step is skipped or stops).
+  const std::vector<float>* localNorms() const { return norms_valid_ ? &norms_ : nullptr; }
+
  private:
   comm::Status allReduceWorld(std::vector<float>& v);
   // 0: all finite; 1: the loss; 2 + i: params[i]'s gradient.
-  int64_t firstNonfinite(double loss, const std::vector<Param>& params) const;
+  int64_t firstNonfinite(double loss, const std::vector<Param>& params);
   bool nonfiniteMessage(int64_t step, double loss, const std::vector<Param>& params, int64_t mine, std::string& err);
 
   const TrainConfig& c_;
   int64_t world_ = 1;
   bool collective_ = false;  // some axis has more than one rank
+  std::vector<float> norms_;  // localNorms()
+  bool norms_valid_ = false;
 };
 
 }  // namespace dtl::rt
