@@ -27,6 +27,10 @@ struct Dataset::Impl {
     int64_t range = 2;  // synthetic integer fields
     std::unique_ptr<Teacher> teacher;
     int from = -1;  // SynthDerived: the integer input field it maps
+    // A float field read from one-byte elements (MNIST's u8 pixels): each
+    // byte's value after the transforms, as copySample computes it element
+    // by element (the same double arithmetic, then f32), looked up instead.
+    std::vector<float> byte_values;
   };
   std::vector<FieldSpec> specs;
   std::vector<Field> fields;
@@ -197,6 +201,15 @@ Status Dataset::open(const std::vector<FieldSpec>& specs, Dataset& out) {
     }
     if (f.integer && !(s = checkIntegers(f, c)).ok) return s;
     if (!f.integer && !(s = checkFinite(f, c)).ok) return Status::error(fieldName(f) + ": " + s.message);
+    if (!f.integer && elemSize(c.elem) == 1) {
+      Column one = c;  // each byte value as the column reads it (u8, i8, f8 formats)
+      auto bytes = std::make_shared<std::vector<unsigned char>>(256);
+      for (int b = 0; b < 256; ++b) (*bytes)[static_cast<size_t>(b)] = static_cast<unsigned char>(b);
+      one.bytes = bytes;
+      field.byte_values.resize(256);
+      for (int b = 0; b < 256; ++b)
+        field.byte_values[static_cast<size_t>(b)] = static_cast<float>(applyTransforms(f.transforms, one.value(b)));
+    }
     if (first_file < 0) {
       first_file = static_cast<int>(k);
       ds->samples = c.samples;
@@ -252,6 +265,11 @@ void Dataset::copySample(int64_t index, Batch& into, int64_t slot) const {
       float* dst = slotOf(into.floats[f.name], slot, n);
       if (field.kind == Impl::Kind::SynthFloat) {
         syntheticNormals(f.seed, field.name_hash, index, dst, n);
+        continue;
+      }
+      if (!field.byte_values.empty()) {
+        const unsigned char* src = field.column.bytes->data() + field.column.offset + index * field.column.stride;
+        for (int64_t j = 0; j < n; ++j) dst[j] = field.byte_values[src[j]];
         continue;
       }
       values.resize(static_cast<size_t>(n));

@@ -145,6 +145,29 @@ TEST_F(Loading, TransformsApplyInOrderInDouble) {
   EXPECT_EQ(floats(openOk({f}), 0, "x"), F{101.0f});
 }
 
+// One-byte elements are looked up in a table of their 256 values after the
+// transforms: every byte, u8 and i8, gives the bits the
+// element-by-element double arithmetic gives.
+TEST_F(Loading, EveryByteValueAsTheTransformsComputeIt) {
+  std::string all(256, '\0');
+  for (int b = 0; b < 256; ++b) all[static_cast<size_t>(b)] = static_cast<char>(b);
+  const std::vector<Transform> chain = {{'/', 255}, {'-', 0.1307}, {'/', 0.3081}};
+  for (int type : {0x08, 0x09}) {
+    FieldSpec f = spec("x", "idx", write("bytes.idx", idx(type, {4, 64}, all)), {64});
+    f.transforms = chain;
+    Dataset ds = openOk({f});
+    for (int64_t i = 0; i < 4; ++i) {
+      const F got = floats(ds, i, "x");
+      for (int64_t j = 0; j < 64; ++j) {
+        const int b = static_cast<int>(i * 64 + j);
+        const double v = type == 0x08 ? b : static_cast<int8_t>(b);
+        const float want = static_cast<float>(((v / 255) - 0.1307) / 0.3081);
+        ASSERT_EQ(std::memcmp(&got[static_cast<size_t>(j)], &want, 4), 0) << "byte " << b << " of type " << type;
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------- npy
 
 TEST_F(Loading, NpyDtypes) {
