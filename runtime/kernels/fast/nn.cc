@@ -87,13 +87,19 @@ int team(int threads, int64_t rows) { return static_cast<int>(std::clamp<int64_t
 
 }  // namespace
 
-std::string crossEntropy(const TensorView& logits, const TensorView& labels, const std::string& classes, TensorView& y,
-                         int threads, Scratch& s) {
+namespace {
+
+// The loss of every row, and with `dx` its gradient row from the same read of
+// the row (dloss: the loss's upstream gradient).
+std::string lossRows(const TensorView& logits, const TensorView& labels, const std::string& classes, TensorView& y,
+                     TensorView* dx, double dloss, int threads, Scratch& s) {
   const Dim& c = logits.shape.dims.at(static_cast<size_t>(logits.shape.find(classes)));
   if (std::string e = checkLabels(labels, c); !e.empty()) return e;
   RowLayout l = rowLayout(logits.shape, {classes});
   const float* x = inRows(logits, l, s.a);
   const int32_t* lab = rowLabels(labels, l, s.ids);
+  float* out = dx ? outRows(*dx, l, s.b) : nullptr;
+  const float g = static_cast<float>(dloss / static_cast<double>(l.rows));
   std::vector<double> terms(static_cast<size_t>(l.rows));
 #pragma omp parallel for num_threads(team(threads, l.rows)) schedule(static)
   for (int64_t r = 0; r < l.rows; ++r) {
@@ -101,38 +107,26 @@ std::string crossEntropy(const TensorView& logits, const TensorView& labels, con
     float m, lse;
     logSumExp(row, l.n, &m, &lse);
     terms[static_cast<size_t>(r)] = static_cast<double>(m) + lse - row[lab[r]];
+    if (out) shiftedGradRow(out + r * l.n, row, l.n, lab[r], g, m + lse);  // the row is still in cache
   }
   double total = 0;  // summed in double, in row order: one term per row, cheap and exact enough
   for (double t : terms) total += t;
   // No positions gives 0/0 = NaN, as the reference.
   y.f()[0] = static_cast<float>(total / static_cast<double>(l.rows));
+  if (dx) finishRows(*dx, l, out);
   return "";
+}
+
+}  // namespace
+
+std::string crossEntropy(const TensorView& logits, const TensorView& labels, const std::string& classes, TensorView& y,
+                         int threads, Scratch& s) {
+  return lossRows(logits, labels, classes, y, nullptr, 0.0, threads, s);
 }
 
 std::string crossEntropyWithGrad(const TensorView& logits, const TensorView& labels, const std::string& classes,
                                  const TensorView& dloss, TensorView& y, TensorView* dx, int threads, Scratch& s) {
-  if (!dx) return crossEntropy(logits, labels, classes, y, threads, s);
-  const Dim& c = logits.shape.dims.at(static_cast<size_t>(logits.shape.find(classes)));
-  if (std::string e = checkLabels(labels, c); !e.empty()) return e;
-  RowLayout l = rowLayout(logits.shape, {classes});
-  const float* x = inRows(logits, l, s.a);
-  const int32_t* lab = rowLabels(labels, l, s.ids);
-  float* out = outRows(*dx, l, s.b);
-  const float g = static_cast<float>(static_cast<double>(dloss.f()[0]) / static_cast<double>(l.rows));
-  std::vector<double> terms(static_cast<size_t>(l.rows));
-#pragma omp parallel for num_threads(team(threads, l.rows)) schedule(static)
-  for (int64_t r = 0; r < l.rows; ++r) {
-    const float* row = x + r * l.n;
-    float m, lse;
-    logSumExp(row, l.n, &m, &lse);
-    terms[static_cast<size_t>(r)] = static_cast<double>(m) + lse - row[lab[r]];
-    shiftedGradRow(out + r * l.n, row, l.n, lab[r], g, m + lse);  // the row is still in cache
-  }
-  double total = 0;  // as crossEntropy: in row order
-  for (double t : terms) total += t;
-  y.f()[0] = static_cast<float>(total / static_cast<double>(l.rows));
-  finishRows(*dx, l, out);
-  return "";
+  return lossRows(logits, labels, classes, y, dx, dx ? static_cast<double>(dloss.f()[0]) : 0.0, threads, s);
 }
 
 std::string crossEntropyGrad(const TensorView& logits, const TensorView& labels, const std::string& classes,
