@@ -23,10 +23,27 @@ bool isRelu(const ir::PostOp& o) { return o.op == ir::Op::Unary && o.fn == "relu
 // Runs on a panel of C (and, for a post-op into its own storage, the same elements of that output).
 bool panelOp(const ir::PostOp& o) { return isRelu(o) || (o.own && o.op == ir::Op::Unary && ref::parseUnary(o.fn)); }
 
+// Vector boundaries of the unary node's loop over all of C: see contractEpilogue.
+constexpr int64_t kAligned = 64;
+
+// y[from, to) = op(c[from, to)), `from` a multiple of kAligned, on up to
+// `threads` threads in pieces that start at multiples of kAligned (the
+// elements' bits do not depend on the split).
+void activate(ref::Unary op, const float* c, float* y, int64_t from, int64_t to, int threads) {
+  constexpr int64_t kPiece = 1 << 15;  // below this, one thread
+  const int64_t pieces = std::clamp<int64_t>((to - from) / kPiece, 1, std::max(threads, 1));
+#pragma omp parallel for num_threads(static_cast<int>(pieces)) schedule(static) if (pieces > 1)
+  for (int64_t q = 0; q < pieces; ++q) {
+    const int64_t lo = from + (to - from) * q / pieces / kAligned * kAligned;
+    const int64_t hi = q + 1 == pieces ? to : from + (to - from) * (q + 1) / pieces / kAligned * kAligned;
+    unaryArray(op, c + lo, y + lo, hi - lo);
+  }
+}
+
 }  // namespace
 
 std::string contractEpilogue(const ir::Node& n, const std::vector<const TensorView*>& in,
-                             const std::vector<TensorView*>& outs, Scratch& s) {
+                             const std::vector<TensorView*>& outs, Scratch& s, int threads) {
   const TensorView& a = *in.at(0);
   const TensorView& b = *in.at(1);
   TensorView& out = *outs.at(0);
@@ -47,7 +64,6 @@ std::string contractEpilogue(const ir::Node& n, const std::vector<const TensorVi
     // with C, where that loop's tail is): libmvec's narrower tail variants
     // differ in the last bit, so every element then takes the node's path.
     // A range may reach back into the panel before, still in cache.
-    constexpr int64_t kAligned = 64;
     int64_t activated = 0;  // C's elements the activations have run over (panels come in order)
     if (after > 1)
       panel = [&, after](float* c, int64_t elements) {
@@ -57,8 +73,7 @@ std::string contractEpilogue(const ir::Node& n, const std::vector<const TensorVi
           if (isRelu(n.epilogue[k])) {
             reluInPlace(c, elements);
           } else if (own[k] && upto > activated) {
-            unaryArray(*ref::parseUnary(n.epilogue[k].fn), out.f() + activated, own[k]->f() + activated,
-                       upto - activated);
+            activate(*ref::parseUnary(n.epilogue[k].fn), out.f(), own[k]->f(), activated, upto, threads);
           }
         }
         activated = std::max(activated, upto);
@@ -74,7 +89,7 @@ std::string contractEpilogue(const ir::Node& n, const std::vector<const TensorVi
       if (!own[k]) continue;
       if (o.op != ir::Op::Unary || !ref::parseUnary(o.fn))
         return "fast backend: contract node %" + std::to_string(n.id) + ": no kernel for its post-op " + o.fn;
-      unary(*ref::parseUnary(o.fn), out, *own[k]);
+      activate(*ref::parseUnary(o.fn), out.f(), own[k]->f(), 0, out.elements, threads);
       continue;
     }
     if (isRelu(o)) {  // elementwise in place: no copy

@@ -124,7 +124,7 @@ class FastBackend final : public Backend {
     std::string err;
     fast::setGemmThreads(ctx.threads);
     if (n.op == Op::Contract && !n.epilogue.empty())
-      err = fast::contractEpilogue(n, in, out, scratch_);
+      err = fast::contractEpilogue(n, in, out, scratch_, ctx.threads);
     else if (n.op == Op::CrossEntropy && n.epilogue.size() == 1 && n.epilogue[0].op == Op::CrossEntropyGrad &&
              out.size() == 2)
       err = fast::crossEntropyWithGrad(x(0), x(1), n.names.at(0), x(static_cast<size_t>(n.epilogue[0].operand)),

@@ -23,8 +23,9 @@ struct Scratch {
 
 // epilogue.cc: a Contract with post-ops (ir::Node::epilogue), its operands in `in`; "" when done.
 // out[0] is C, then one output per post-op into its own storage (PostOp::own; null: not computed).
+// An activation into its own storage runs on up to `threads` OpenMP threads.
 std::string contractEpilogue(const ir::Node& n, const std::vector<const TensorView*>& in,
-                             const std::vector<TensorView*>& out, Scratch& s);
+                             const std::vector<TensorView*>& out, Scratch& s, int threads = 1);
 
 // elementwise.cc
 void unary(ref::Unary op, const TensorView& x, TensorView& y);
