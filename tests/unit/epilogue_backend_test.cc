@@ -250,8 +250,8 @@ Outcomes runOwn(Backend& be, const Node& n, std::vector<Buf*> in, std::vector<st
   return o;
 }
 
-bool sameBits(const Buf& a, const Buf& b) {
-  return a.f.size() == b.f.size() && std::memcmp(a.f.data(), b.f.data(), a.f.size() * 4) == 0;
+bool sameBits(const Buf& a, const Buf& b) {  // (an empty buffer may have no memory: no memcmp of null)
+  return a.f.size() == b.f.size() && (a.f.empty() || std::memcmp(a.f.data(), b.f.data(), a.f.size() * 4) == 0);
 }
 
 // A gelu whose gradient reads its pre-activation (fold_epilogues.cc rule 3b):
