@@ -48,6 +48,7 @@ prog::Program fusedProgram(const ir::Graph& g, bool epilogues = true) {
   program::PlanOptions o;
   o.fuse = true;
   o.fuse_epilogues = epilogues;
+  o.fuse_cross_entropy_grad = epilogues;  // "without the epilogues": no node computes another
   return program::planProgram(g, layout::Layout{}, {}, o);
 }
 

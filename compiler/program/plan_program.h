@@ -53,7 +53,7 @@ struct PlanOptions {
     r.libm_gradients = fuse_libm_gradients;
     r.epilogues.bias = fuse_epilogues;
     r.epilogues.activations = epilogue_activations;
-    if (fuse_epilogues) r.epilogues.kept_input_activations = epilogue_kept_input_activations;
+    r.epilogues.kept_input_activations = epilogue_kept_input_activations;  // after a bias: only with `bias`
     r.epilogues.cross_entropy_grad = fuse_cross_entropy_grad;
     return r;
   }

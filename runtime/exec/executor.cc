@@ -195,13 +195,19 @@ KernelStatus Executor::runNode(const prog::Schedule& s, int id, const RunContext
   if (n.results.empty()) {
     // An epilogue that writes nodes of their own storage: those are the kernel's other outputs
     // (none where this schedule does not compute them: a cross-entropy's gradient in evaluation).
-    std::vector<TensorView*> outs = {&v};
-    for (const ir::PostOp& o : n.epilogue)
-      if (o.own) {
-        TensorView& t = prepare(s, o.node);
-        outs.push_back(t.data ? &t : nullptr);
-      }
-    KernelStatus st = outs.size() > 1 ? backend_.runResults(n, ins, outs, ctx) : backend_.run(n, ins, v, ctx);
+    const bool own = std::any_of(n.epilogue.begin(), n.epilogue.end(), [](const ir::PostOp& o) { return o.own; });
+    KernelStatus st;
+    if (own) {
+      std::vector<TensorView*> outs = {&v};
+      for (const ir::PostOp& o : n.epilogue)
+        if (o.own) {
+          TensorView& t = prepare(s, o.node);
+          outs.push_back(t.data ? &t : nullptr);
+        }
+      st = backend_.runResults(n, ins, outs, ctx);
+    } else {
+      st = backend_.run(n, ins, v, ctx);
+    }
     // The other nodes an epilogue computed are views of this node's storage.
     if (st.ok)
       for (const ir::PostOp& o : n.epilogue)

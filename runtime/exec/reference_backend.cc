@@ -220,9 +220,9 @@ class ReferenceBackend final : public Backend {
 
   KernelStatus runResults(const Node& n, const std::vector<const TensorView*>& in, const std::vector<TensorView*>& out,
                           const RunContext& ctx) override {
+    if (!n.epilogue.empty()) return runWithEpilogue(n, in, out, ctx);
     std::vector<ref::Tensor> x;
     for (const TensorView* v : in) x.push_back(toRef(*v));
-    if (!n.epilogue.empty()) return runWithEpilogue(n, in, out, ctx);
     std::vector<ref::Tensor> y;
     if (n.op == Op::Attention && x.size() == 3) {
       ref::AttentionResults r = ref::attentionResults(x[0], x[1], x[2], n.flag);

@@ -85,10 +85,6 @@ std::string checkIds(const TensorView& ids, const Dim& vocab, int64_t whole) {
 // Threads for `rows` rows: no more than rows, at least one.
 int team(int threads, int64_t rows) { return static_cast<int>(std::clamp<int64_t>(threads, 1, std::max<int64_t>(rows, 1))); }
 
-}  // namespace
-
-namespace {
-
 // The loss of every row, and with `dx` its gradient row from the same read of
 // the row (dloss: the loss's upstream gradient).
 std::string lossRows(const TensorView& logits, const TensorView& labels, const std::string& classes, TensorView& y,
