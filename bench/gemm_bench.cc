@@ -121,6 +121,24 @@ std::vector<double> bestOf(int reps, const std::vector<std::function<void()>>& f
   return best;
 }
 
+// Best and median seconds of each function, timed in turn each rep.
+std::vector<std::pair<double, double>> bestAndMedian(int reps, const std::vector<std::function<void()>>& fs) {
+  std::vector<std::vector<double>> t(fs.size());
+  for (const auto& f : fs) f();
+  for (int r = 0; r < reps; ++r)
+    for (size_t i = 0; i < fs.size(); ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      fs[i]();
+      t[i].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  std::vector<std::pair<double, double>> out;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    out.emplace_back(v.front(), v[v.size() / 2]);
+  }
+  return out;
+}
+
 void ok(bool done, const std::string& err) {
   if (!done) std::fprintf(stderr, "%s\n", err.c_str()), std::abort();
 }
@@ -172,6 +190,50 @@ void epilogueSection(int threads, int reps) {
                [&] { ok(f::sgemm('N', 'N', m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n, &err), err); }});
     std::printf("%-8lld %12.1f %14.1f %12.1f %16.2f\n", static_cast<long long>(n), t[0] * 1e6, t[1] * 1e6, t[2] * 1e6,
                 t[0] / t[1]);
+  }
+}
+
+// gemm.cc's column blocks against oneDNN's own threading on the same call,
+// alternately: the MLP's contractions and its forward matmuls with a bias.
+void columnSection(int threads, int reps) {
+  namespace f = dtl::rt::fast;
+  if (threads < 2) return;
+  f::setGemmThreads(threads);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd;
+  auto randv = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = nd(rng);
+    return v;
+  };
+  std::string err;
+  std::printf("\ncolumn blocks, one single-threaded call per thread, against oneDNN's %d threads (GFLOP/s best / median)\n",
+              threads);
+  std::printf("%-26s %18s %18s %8s\n", "call (MxKxN)", "blocks", "oneDNN", "best");
+  auto line = [&](const std::string& label, double flop, const std::function<void()>& call) {
+    const auto t = bestAndMedian(reps, {[&] {
+                                          f::setGemmColumnSplit(true);
+                                          call();
+                                        },
+                                        [&] {
+                                          f::setGemmColumnSplit(false);
+                                          call();
+                                        }});
+    f::setGemmColumnSplit(true);
+    std::printf("%-26s %8.1f / %7.1f %8.1f / %7.1f %7.2fx\n", label.c_str(), flop / t[0].first / 1e9,
+                flop / t[0].second / 1e9, flop / t[1].first / 1e9, flop / t[1].second / 1e9, t[1].first / t[0].first);
+  };
+  for (const Case& c : cases()) {
+    std::vector<float> a = randv(c.m * c.k), b = randv(c.k * c.n), y(static_cast<size_t>(c.m * c.n));
+    const int64_t lda = c.ta == 'N' ? c.k : c.m, ldb = c.tb == 'N' ? c.n : c.k;
+    line(std::string("sgemm ") + c.label, 2.0 * c.m * c.n * c.k, [&] {
+      ok(f::sgemm(c.ta, c.tb, c.m, c.n, c.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, y.data(), c.n, &err), err);
+    });
+  }
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{256, 784, 1024}, {256, 1024, 1024}, {256, 1024, 10}}) {
+    std::vector<float> a = randv(m * k), b = randv(k * n), bias = randv(n), y(static_cast<size_t>(m * n));
+    line("matmulBias " + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n), 2.0 * m * n * k,
+         [&] { ok(f::matmulBias('N', 'N', m, n, k, a.data(), b.data(), bias.data(), y.data(), &err), err); });
   }
 }
 
@@ -230,5 +292,6 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
   epilogueSection(threads, std::max(reps, 20));
+  columnSection(threads, std::max(reps, 20));
   return 0;
 }

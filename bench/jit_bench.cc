@@ -83,7 +83,7 @@ struct Bound {
 Bound randomData(const ir::Graph& g) {
   Bound b;
   std::mt19937 rng(1);
-  std::normal_distribution<float> normal(0.0f, 0.2f);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
   std::map<int, int> hi;
   for (const ir::Node& n : g.nodes) {
     if (n.op == ir::Op::Embed) hi[n.inputs[1]] = static_cast<int>(g[n.inputs[0]].shape.dims[0].size);
@@ -95,8 +95,14 @@ Bound randomData(const ir::Graph& g) {
   for (const ir::Node& n : g.nodes) {
     const size_t e = static_cast<size_t>(n.shape.elements().value_or(0));
     if (n.op == ir::Op::Param && !b.params.count(n.name)) {
+      // As PyTorch's Linear starts: uniform within ±1/sqrt(fan-in), the first
+      // dim (a vector: its size). Larger weights saturate the softmaxes, whose
+      // denormal gradients then run the GEMMs ~100x slower than any training run.
+      const double fan_in = n.shape.dims.empty() ? 1.0 : static_cast<double>(n.shape.dims[0].size);
+      std::uniform_real_distribution<float> init(static_cast<float>(-1 / std::sqrt(fan_in)),
+                                                 static_cast<float>(1 / std::sqrt(fan_in)));
       auto& v = b.params[n.name];
-      for (size_t k = 0; k < e; ++k) v.push_back(normal(rng));
+      for (size_t k = 0; k < e; ++k) v.push_back(init(rng));
     }
     if (n.op == ir::Op::Input && isFloat(n.dtype)) {
       auto& v = b.floats[n.name];
@@ -170,6 +176,7 @@ void profile(const prog::Program& plain, const prog::Program& fused, Bound& b, r
 struct ContractTimed : rt::Backend {
   std::unique_ptr<rt::Backend> inner = rt::makeFastBackend();
   double ms = 0;
+  std::map<int, double> by_node;  // node id → ms, for JIT_BENCH_PROFILE
   const char* name() const override { return "contract-timed"; }
   rt::KernelStatus run(const ir::Node& n, const std::vector<const rt::TensorView*>& in, rt::TensorView& out,
                        const rt::RunContext& ctx) override {
@@ -177,6 +184,7 @@ struct ContractTimed : rt::Backend {
     double t = now();
     rt::KernelStatus s = inner->run(n, in, out, ctx);
     ms += (now() - t) * 1e3;
+    by_node[n.id] += (now() - t) * 1e3;
     return s;
   }
   rt::KernelStatus runResults(const ir::Node& n, const std::vector<const rt::TensorView*>& in,
@@ -185,6 +193,7 @@ struct ContractTimed : rt::Backend {
     double t = now();
     rt::KernelStatus s = inner->runResults(n, in, out, ctx);
     ms += (now() - t) * 1e3;
+    by_node[n.id] += (now() - t) * 1e3;
     return s;
   }
 };
@@ -200,7 +209,7 @@ double stepMs(const prog::Program& p, Bound& b, rt::RegionRunner* regions, int r
   ctx.threads = threads;
   std::vector<double> ms;
   for (int k = 0; k < runs + 2; ++k) {
-    if (timed && k == 2) timed->ms = 0;  // the contractions of the timed runs only
+    if (timed && k == 2) timed->ms = 0, timed->by_node.clear();  // the contractions of the timed runs only
     double t = now();
     rt::KernelStatus st = ex.run(true, ctx);
     if (!st.ok) {
@@ -252,6 +261,13 @@ void stepFigures(const std::string& samples, const std::string& name, const std:
               "dispatch) %.1f%%\n",
               runs,
               gemm, total, 100.0 * (total - gemm) / total);
+  if (getenv("JIT_BENCH_PROFILE"))
+    for (auto [id, t] : timed.by_node) {
+      const ir::Node& n = fused[id];
+      std::printf("    contract %%%d %s <- %s x %s: %.3f ms\n", id, n.shape.str().c_str(),
+                  fused[n.inputs[0]].shape.str().c_str(), fused[n.inputs[1]].shape.str().c_str(),
+                  t / runs);
+    }
   // The bytes behind those times: the same program node by node and as --kernels jit fuses it.
   std::printf("  %s", codegen::printTraffic(codegen::stepTraffic(fused, fe.spec().train.stateTensorsPerParam())).c_str());
 }
@@ -262,6 +278,11 @@ int main(int argc, char** argv) {
   const std::string samples = argc > 1 ? argv[1] : DTL_SAMPLES_DIR;
   const int runs = argc > 2 ? std::atoi(argv[2]) : 20;
   compileFigures(samples);
+  const char* only = getenv("JIT_BENCH_ONLY");  // a substring of the spec names to run
+  auto stepFigures = [&](const std::string& samples, const std::string& name, const std::vector<std::string>& sets,
+                         int runs) {
+    if (!only || name.find(only) != std::string::npos) ::stepFigures(samples, name, sets, runs);
+  };
   stepFigures(samples, "synthetic_mlp.dtl", {}, runs);
   stepFigures(samples, "../bench/specs/mlp_bench.dtl", {}, runs);
   stepFigures(samples, "fashion_mnist_mlp.dtl", {}, runs);
