@@ -28,6 +28,11 @@ bool sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const
 // when it changes, and uses fewer threads for GEMMs too small to split.
 void setGemmThreads(int threads);
 
+// Whether a GEMM with few rows runs as one column block per thread (gemm.cc
+// columnBlocks: the rule, on by default) on the calling thread; off only for
+// bench/gemm_bench's comparison.
+void setGemmColumnSplit(bool on);
+
 // How one contraction maps onto a GEMM. a's names split into M (a only, a's
 // order) and K (shared); b's into K and N (b only). An operand is used in
 // place when it is laid out as [M…, K…] / [K…, M…] (b: [K…, N…] / [N…, K…])
