@@ -57,14 +57,33 @@ comm::Status StepGuard::allReduceWorld(std::vector<float>& v) {
   return {};
 }
 
+void StepGuard::measureNorms(const std::vector<Param>& params) {
+  norms_.resize(params.size());
+  // Largest first, each parameter whole on one thread: its bits stay
+  // normTwo's (PyTorch's order), and the threads share the bytes about
+  // evenly. The pass is memory-bound: a second core reads the other half.
+  std::vector<size_t> order(params.size());
+  int64_t total = 0;
+  for (size_t i = 0; i < params.size(); ++i) order[i] = i, total += static_cast<int64_t>(params[i].grad.size());
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return params[a].grad.size() > params[b].grad.size(); });
+  constexpr int64_t kThreadElements = 1 << 16;  // below this a second thread costs more than it reads
+  const int threads = static_cast<int>(std::clamp<int64_t>(total / kThreadElements, 1, std::max(c_.threads, 1)));
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)
+  for (size_t k = 0; k < order.size(); ++k) {
+    const Param& p = params[order[k]];
+    norms_[order[k]] = optim::normTwo(p.step_grad, static_cast<int64_t>(p.grad.size()));
+  }
+}
+
 int64_t StepGuard::firstNonfinite(double loss, const std::vector<Param>& params) {
   norms_valid_ = false;
   if (!std::isfinite(loss)) return 1;
-  norms_.resize(params.size());
+  measureNorms(params);
   for (size_t i = 0; i < params.size(); ++i) {
+    // NaN or inf when an element is; an infinite norm may also be finite
+    // elements whose squares overflow (|g| > ~1.8e19): look at them.
     const int64_t n = static_cast<int64_t>(params[i].grad.size());
-    norms_[i] = optim::normTwo(params[i].step_grad, n);  // NaN or inf when an element is
-    // An infinite norm may be finite elements whose squares overflow (|g| > ~1.8e19): look at them.
     if (!std::isfinite(norms_[i]) && !optim::allFinite(params[i].step_grad, n)) return 2 + static_cast<int64_t>(i);
   }
   norms_valid_ = true;

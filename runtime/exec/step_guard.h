@@ -56,6 +56,8 @@ class StepGuard {
 
  private:
   comm::Status allReduceWorld(std::vector<float>& v);
+  // norms_[i] = normTwo of params[i]'s gradient, on up to TrainConfig::threads threads.
+  void measureNorms(const std::vector<Param>& params);
   // 0: all finite; 1: the loss; 2 + i: params[i]'s gradient.
   int64_t firstNonfinite(double loss, const std::vector<Param>& params);
   bool nonfiniteMessage(int64_t step, double loss, const std::vector<Param>& params, int64_t mine, std::string& err);

@@ -61,6 +61,36 @@ TEST(StepGuard, ClippingFromTheGuardsNormsIsClippingsOwnBits) {
   }
 }
 
+// On several threads each parameter's norm is still one normTwo pass (the
+// bits), whichever thread took it, and the first non-finite gradient in the
+// parameters' order is the one named.
+TEST(StepGuard, NormsOnThreadsAreEachParametersOwnBits) {
+  Model m({300000, 5, 200000, 1, 70000, 150000});
+  TrainConfig c;
+  c.threads = 3;
+  c.on_nonfinite = "skip";
+  StepGuard guard(c);
+  StepVerdict v;
+  std::string err;
+  ASSERT_TRUE(guard.agree(1, 0.5, m.params, v, err)) << err;
+  ASSERT_NE(guard.localNorms(), nullptr);
+  for (size_t i = 0; i < m.params.size(); ++i) {
+    const float want = optim::normTwo(m.params[i].grad.data(), static_cast<int64_t>(m.params[i].grad.size()));
+    EXPECT_EQ(std::memcmp(&(*guard.localNorms())[i], &want, 4), 0) << i;
+  }
+  m.params[4].grad[69999] = std::numeric_limits<float>::infinity();
+  m.params[2].grad[0] = std::numeric_limits<float>::quiet_NaN();
+  ASSERT_TRUE(guard.agree(2, 0.5, m.params, v, err)) << err;
+  EXPECT_TRUE(v.skip);
+  EXPECT_EQ(guard.localNorms(), nullptr);
+  TrainConfig stop = c;
+  stop.on_nonfinite = "stop";
+  StepGuard stopping(stop);
+  EXPECT_FALSE(stopping.agree(3, 0.5, m.params, v, err));
+  EXPECT_NE(err.find("`p2`"), std::string::npos) << err;
+  EXPECT_EQ(err.find("`p4`"), std::string::npos) << err;
+}
+
 TEST(StepGuard, AFiniteGradientWhoseSquaresOverflowIsFinite) {
   Model m({64, 8});
   m.params[1].grad[3] = 3e20f;  // its square is inf in f32, the element is finite
