@@ -150,23 +150,34 @@ struct TimedBackend : rt::Backend {
 void profile(const prog::Program& plain, const prog::Program& fused, Bound& b, rt::RegionRunner* regions, int threads) {
   TimedRegions tr;
   tr.inner = regions;
-  TimedBackend tb;
+  TimedBackend node_by_node, beside;  // plain's nodes; fused's nodes outside regions
   rt::RunContext ctx;
   ctx.threads = threads;
-  for (auto [p, runner] : {std::pair{&plain, (rt::RegionRunner*)nullptr}, std::pair{&fused, (rt::RegionRunner*)&tr}}) {
-    rt::Executor ex(*p, tb, runner);
+  constexpr int kRuns = 5;
+  for (auto [p, runner, tb] : {std::tuple{&plain, (rt::RegionRunner*)nullptr, &node_by_node},
+                               std::tuple{&fused, (rt::RegionRunner*)&tr, &beside}}) {
+    rt::Executor ex(*p, *tb, runner);
     for (auto& [path, v] : b.params) ex.bindParam(path, v.data());
     for (auto& [name, v] : b.floats) ex.setInput(name, v.data(), static_cast<int64_t>(v.size()));
     for (auto& [name, v] : b.ints) ex.setInput(name, v.data(), static_cast<int64_t>(v.size()));
-    for (int k = 0; k < 3; ++k) ex.run(true, ctx);
+    ex.run(true, ctx);  // warm-up: pages touched, primitives made
+    tb->ms.clear();
+    tr.ms.clear();
+    for (int k = 0; k < kRuns; ++k) ex.run(true, ctx);
   }
   for (size_t k = 0; k < fused.fused.size(); ++k) {
     double f = 0;
-    for (int v : fused.fused[k].nodes) f += tb.ms[v];
+    for (int v : fused.fused[k].nodes) f += node_by_node.ms[v];
     prog::Fused m = fused.fused[k];
     std::string text = codegen::printRegion(codegen::buildRegion(fused, m, "r"));
-    std::printf("region %zu: jit %.2f ms, fast %.2f ms (3 runs)\n%s", k, tr.ms[static_cast<int>(k)], f, text.c_str());
+    std::printf("region %zu: jit %.3f ms, fast %.3f ms (mean of %d runs)\n%s", k, tr.ms[static_cast<int>(k)] / kRuns,
+                f / kRuns, kRuns, text.c_str());
   }
+  std::vector<std::pair<double, int>> rest;  // the other kernels of the fused program, slowest first
+  for (auto [id, ms] : beside.ms) rest.emplace_back(ms / kRuns, id);
+  std::sort(rest.rbegin(), rest.rend());
+  for (auto [ms, id] : rest)
+    std::printf("node %%%d %s %s: %.3f ms\n", id, ir::opName(fused[id].op), fused[id].shape.str().c_str(), ms);
 }
 
 // The time of the contractions alone inside a step (the rest is the non-GEMM

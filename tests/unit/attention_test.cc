@@ -113,6 +113,8 @@ const std::vector<Case>& shapes() {
       {{{"b", 1}}, 67, 131, 1, 7},               // keys past the last query
       {{}, 1, 150, 2, 4},                        // one query
       {{}, 150, 1, 2, 4},                        // one key
+      {{{"b", 2}}, 64, 64, 4, 32},               // char GPT's heads: whole 16×16 transpose blocks
+      {{}, 83, 83, 2, 40},                       // 16×16 blocks and their edges
   };
   return k;
 }
@@ -129,18 +131,22 @@ TEST_F(AttentionTest, FastMatchesReference) {
 // causal masking a late one is in a key block the early queries skip, yet
 // the reference's 0·inf spreads it there.
 TEST_F(AttentionTest, NonFiniteSpreadsAsTheReference) {
-  const Case c{{{"b", 2}}, 140, 140, 2, 6};
   const float kNan = std::numeric_limits<float>::quiet_NaN(), kInf = std::numeric_limits<float>::infinity();
-  for (int operand = 0; operand < 4; ++operand)
-    for (float bad : {kNan, kInf, -kInf})
-      for (int64_t row : {3, 135})
-        for (bool causal : {false, true}) {
-          Operands x = operands(c);
-          Buf* t[] = {&x.q, &x.k, &x.v, &x.dy};
-          // batch 1, head 0, column 2 of that row
-          t[operand]->f[static_cast<size_t>(((1 * c.sq + row) * c.heads + 0) * c.dim + 2)] = bad;
-          check(c, causal, x, "operand " + std::to_string(operand) + " = " + std::to_string(bad) + " at row " + std::to_string(row));
-        }
+  // dim 6: the scan's scalar tail; dim 33: its 16-lane part (column 20) and tail (column 32).
+  for (auto [c, column] : {std::pair{Case{{{"b", 2}}, 140, 140, 2, 6}, 2}, {Case{{{"b", 2}}, 140, 140, 2, 33}, 20},
+                           {Case{{{"b", 2}}, 140, 140, 2, 33}, 32}})
+    for (int operand = 0; operand < 4; ++operand)
+      for (float bad : {kNan, kInf, -kInf})
+        for (int64_t row : {3, 135})
+          for (bool causal : {false, true}) {
+            Operands x = operands(c);
+            Buf* t[] = {&x.q, &x.k, &x.v, &x.dy};
+            // batch 1, head 0, that column of that row
+            t[operand]->f[static_cast<size_t>(((1 * c.sq + row) * c.heads + 0) * c.dim + column)] = bad;
+            check(c, causal, x,
+                  "dim " + std::to_string(c.dim) + ", operand " + std::to_string(operand) + " = " + std::to_string(bad) +
+                      " at row " + std::to_string(row) + ", column " + std::to_string(column));
+          }
 }
 
 // A query whose every visible score is −inf: out NaN, as torch's softmax;

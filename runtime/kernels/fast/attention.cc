@@ -30,6 +30,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include <omp.h>
 
@@ -64,14 +65,30 @@ Heads headsOf(const Shape& q, const Shape& k) {
   return l;
 }
 
-// Does the [rows, dim] view at x (row stride ld) hold a NaN or inf?
+// 16 floats as one GCC vector: one zmm register in the AVX-512 clone, two
+// ymm in the AVX2 one, four xmm otherwise; named accumulators stay in
+// registers where a float array would live on the stack.
+typedef float V16 __attribute__((vector_size(64)));
+constexpr int kW = 16;
+
+// Does the [rows, dim] view at x (row stride ld) hold a NaN or inf? x·0
+// is ±0 for finite x and NaN otherwise, summed in 16 lanes across rows (a
+// horizontal sum per row cost more than the products: char GPT's dim 32).
 DTL_FAST_CLONES bool nonFinite(const float* DTL_RESTRICT x, int64_t rows, int64_t dim, int64_t ld) {
-  float acc = 0;  // x·0 is 0 for finite x, NaN otherwise
+  V16 acc = {};
+  float tail = 0;
   for (int64_t i = 0; i < rows; ++i) {
-    DTL_SIMD_SUM(acc)
-    for (int64_t d = 0; d < dim; ++d) acc += x[i * ld + d] * 0.0f;
+    const float* row = x + i * ld;
+    int64_t d = 0;
+    for (; d + kW <= dim; d += kW) {
+      V16 v;
+      std::memcpy(&v, row + d, sizeof v);
+      acc += v * 0.0f;
+    }
+    for (; d < dim; ++d) tail += row[d] * 0.0f;
   }
-  return acc != 0.0f;
+  for (int j = 0; j < kW; ++j) tail += acc[j];
+  return tail != 0.0f;
 }
 
 // d [rows] = the row-wise dot products of two [rows, dim] views (row stride
@@ -86,18 +103,43 @@ DTL_FAST_CLONES void rowDots(const float* DTL_RESTRICT a, const float* DTL_RESTR
   }
 }
 
-// xt [dim, rows] = the [rows, dim] view at x transposed.
-DTL_FAST_CLONES void transposeRows(const float* DTL_RESTRICT x, int64_t ld, int64_t rows, int64_t dim,
-                                   float* DTL_RESTRICT xt) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t d = 0; d < dim; ++d) xt[d * rows + r] = x[r * ld + d];
+// One stage of a 16×16 transpose held in 16 vectors: with blocks of B, the
+// off-diagonal B×B blocks of every 2B×2B block trade places (after the
+// stages B = 1, 2, 4, 8 row r holds column r). Row r keeps its columns
+// without bit B and takes row r + B's; row r + B takes row r's columns with
+// bit B and keeps its own.
+template <int B, int... C>
+__attribute__((always_inline)) inline void transposeStage(V16* m, std::integer_sequence<int, C...>) {
+#pragma GCC unroll 16
+  for (int r = 0; r < kW; ++r) {
+    if (r & B) continue;
+    const V16 a = m[r], b = m[r + B];
+    m[r] = __builtin_shufflevector(a, b, ((C & B) ? kW + C - B : C)...);
+    m[r + B] = __builtin_shufflevector(a, b, ((C & B) ? kW + C : C + B)...);
+  }
 }
 
-// 16 floats as one GCC vector: one zmm register in the AVX-512 clone, two
-// ymm in the AVX2 one, four xmm otherwise; named accumulators stay in
-// registers where a float array would live on the stack.
-typedef float V16 __attribute__((vector_size(64)));
-constexpr int kW = 16;
+// xt [dim, rows] = the [rows, dim] view at x transposed: 16×16 blocks in
+// registers, the edges one element at a time.
+DTL_FAST_CLONES void transposeRows(const float* DTL_RESTRICT x, int64_t ld, int64_t rows, int64_t dim,
+                                   float* DTL_RESTRICT xt) {
+  const int64_t full_r = rows / kW * kW, full_d = dim / kW * kW;
+  for (int64_t r0 = 0; r0 < full_r; r0 += kW)
+    for (int64_t d0 = 0; d0 < full_d; d0 += kW) {
+      V16 m[kW];
+#pragma GCC unroll 16
+      for (int r = 0; r < kW; ++r) std::memcpy(&m[r], x + (r0 + r) * ld + d0, sizeof(V16));
+      constexpr auto lanes = std::make_integer_sequence<int, kW>{};
+      transposeStage<1>(m, lanes);
+      transposeStage<2>(m, lanes);
+      transposeStage<4>(m, lanes);
+      transposeStage<8>(m, lanes);
+#pragma GCC unroll 16
+      for (int d = 0; d < kW; ++d) std::memcpy(xt + (d0 + d) * rows + r0, &m[d], sizeof(V16));
+    }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t d = r < full_r ? full_d : 0; d < dim; ++d) xt[d * rows + r] = x[r * ld + d];
+}
 
 // One register block of gemmTile: R rows × 16 columns of c (`width` of them
 // when not Full), summed over k in order. Inlined into gemmTile's clones.
@@ -158,6 +200,21 @@ DTL_FAST_CLONES void gemmTile(int64_t m, int64_t n, int64_t k, const float* DTL_
   }
 }
 
+// The largest of 16 lanes, none NaN, by halving.
+template <int... C>
+__attribute__((always_inline)) inline float maxOfLanes(V16 v, std::integer_sequence<int, C...>) {
+  V16 h = __builtin_shufflevector(v, v, ((C + 8) % kW)...);
+  v = h > v ? h : v;
+  h = __builtin_shufflevector(v, v, ((C + 4) % kW)...);
+  v = h > v ? h : v;
+  h = __builtin_shufflevector(v, v, ((C + 2) % kW)...);
+  v = h > v ? h : v;
+  h = __builtin_shufflevector(v, v, ((C + 1) % kW)...);
+  v = h > v ? h : v;
+  return v[0];
+}
+inline float maxOfLanes(V16 v) { return maxOfLanes(v, std::make_integer_sequence<int, kW>{}); }
+
 // One query row meets one key block: s [cols] (scores; `vis` of them
 // visible) becomes its unnormalised probabilities against the row's running
 // max m (masked ones 0), and the running sum and o [dim] (Σ_j p_j·v_j so
@@ -167,8 +224,15 @@ DTL_FAST_CLONES void gemmTile(int64_t m, int64_t n, int64_t k, const float* DTL_
 // unharmed; one that never does ends with sum 0 and out NaN, as the reference.
 DTL_FAST_CLONES void onlineRow(float* DTL_RESTRICT s, int64_t vis, int64_t cols, float& m, float& sum,
                                float* DTL_RESTRICT o, int64_t dim) {
-  float block = -kInf;
-  for (int64_t j = 0; j < vis; ++j) block = s[j] > block ? s[j] : block;  // skips NaN; exp(NaN) still spreads it
+  // The block's max, skipping NaN (exp(NaN) still spreads it): 16 lanes,
+  // then across them (a max is exact in any order).
+  V16 lanes = V16{} - kInf;
+  for (int64_t j0 = 0; j0 < vis; j0 += kW) {
+    V16 v = V16{} - kInf;
+    std::memcpy(&v, s + j0, static_cast<size_t>(std::min<int64_t>(kW, vis - j0)) * sizeof(float));
+    lanes = v > lanes ? v : lanes;
+  }
+  const float block = maxOfLanes(lanes);
   const float next = block > m ? block : m;
   const float base = next == -kInf ? 0.0f : next;
   const float keep = std::exp(m - base);
