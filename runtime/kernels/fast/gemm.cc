@@ -41,12 +41,14 @@ void applyThreads(int64_t m, int64_t n, int64_t k) {
 namespace {
 
 // oneDNN splits a GEMM with few rows (M = 256: the MLP's batch, GPT-2's
-// tokens) poorly over 2 threads: measured here (Sapphire Rapids, 2 cores,
-// best of 30) 256×1024×1024 ran at ~150 GFLOP/s on 2 threads against ~100
-// on 1, while the same GEMM cut into two column blocks, one single-threaded
-// call per core, ran at ~180–190 and bitwise the same (no block splits K,
-// so each element's sum is the one kernel's). With M ≥ 512 oneDNN's own
-// partition is as good. Blocks are whole cache lines of columns.
+// tokens) less well over 2 threads than one single-threaded call per core
+// on its own block of columns: gemm_bench's column section (Sapphire
+// Rapids, 2 cores, the two alternated, best of 40) 256×1024×1024 'NT'
+// 1.10–1.20x, 'NN' and 256×784×1024 1.06–1.14x; with M ≥ 512 (the weight
+// gradients) oneDNN's own partition is as fast or faster (0.92–0.99x). No
+// block splits K, so each element is summed by the one kernel in its own
+// order: the suite's thread-count tests find the same bits on 1, 2 and 3
+// threads. Blocks are whole cache lines of columns.
 constexpr int64_t kSplitBelowRows = 512;
 constexpr int64_t kMinBlockColumns = 64;
 
