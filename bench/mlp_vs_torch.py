@@ -169,7 +169,7 @@ def main():
         print('diagnostic: dtl with OMP_WAIT_POLICY=passive %.2f steps/s (best) = %.2fx dtl as run, %.2fx best PyTorch'
               % (best['dtl_passive'], best['dtl_passive'] / best['dtl'], best['dtl_passive'] / best[best_tk]))
     print('samples/s (best): dtl %.0f, PyTorch %.0f' % (best['dtl'] * BATCH, best[best_tk] * BATCH))
-    print('ratio dtl / best PyTorch: %.2fx (best of each), %.2fx (median of each)   goal >= 4x'
+    print('ratio dtl / best PyTorch: %.2fx (best of each), %.2fx (median of each)   goal >= 1.25x (issue 11)'
           % (ratio_best, ratio_med))
     print(limits_line)
     print('GEMMs in dtl\'s step: %d forward + %d backward contractions (the first layer\'s input grad is not '
@@ -188,7 +188,7 @@ def main():
         'dtl': best['dtl'], 'torch': best[best_tk], 'torch_config': dict(names)[best_tk],
         'torch_config_median': dict(names)[med_tk], 'torch_version': torch_peer.version_of(
             next(c for c in cfgs if c.key == best_tk)), 'compile_first_step_s': compile_s,
-        'ratio': ratio_best, 'ratio_median': ratio_med, 'goal': '>= 4x',
+        'ratio': ratio_best, 'ratio_median': ratio_med, 'goal': '>= 1.25x',
         'rounds': res, 'labels': dict(names), 'blas': blas, 'gemm_gflop_per_step': flops / 1e9,
         'gemm_gflops_best': gflops_best, 'loads': loads, 'peer': peer, 'limits': limits, 'cpu': bc.cpu_line(),
         'warnings': bc.WARNINGS})
