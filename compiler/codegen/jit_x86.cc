@@ -1,7 +1,9 @@
 // The x86 JIT: one process-wide LLJIT for the host; each kernel's module is
 // verified, tagged with the host CPU and features, run through the O3
 // pipeline (the loop and SLP vectorisers see the real vector width), then
-// handed to LLJIT under its own resource tracker.
+// handed to LLJIT under its own resource tracker. Modules compile on any
+// number of threads at once (each its own context and target machine);
+// only the LLJIT session is shared, under the engine's lock.
 #include "compiler/codegen/jit_x86.h"
 
 #include <algorithm>
@@ -60,10 +62,10 @@ HostTarget detectHost() {
 struct Engine {
   HostTarget host;
   std::unique_ptr<llvm::orc::LLJIT> jit;
-  std::unique_ptr<llvm::TargetMachine> tm;
+  std::unique_ptr<llvm::TargetMachine> tm;  // the first; each compiling thread has its own (threadMachine)
   VectorMath vmath;   // libmvec's variants for the host's vector width, or none
   std::string error;  // why the engine could not start
-  std::mutex mu;      // one compile at a time through `tm`
+  std::mutex mu;      // the JIT session: one object added, looked up or removed at a time
   uint64_t next_id = 0;
 };
 
@@ -109,13 +111,29 @@ Engine& engine() {
   return e;
 }
 
+// This thread's target machine: a TargetMachine is not safe to share between
+// threads, and modules compile on several at once (each in its own context).
+llvm::TargetMachine* threadMachine(Engine& e, std::string* error) {
+  thread_local std::unique_ptr<llvm::TargetMachine> tm;
+  if (tm) return tm.get();
+  auto made = hostBuilder(e.host).createTargetMachine();
+  if (!made) {
+    *error = "the x86 target machine: " + errorText(made.takeError());
+    return nullptr;
+  }
+  tm = std::move(*made);
+  return tm.get();
+}
+
 // The module `emit` builds, tagged for the host, verified and (when asked) optimised.
 std::unique_ptr<llvm::Module> hostModule(Engine& e, const ModuleEmitter& emit, llvm::LLVMContext& ctx, bool optimised,
                                          std::string* error) {
+  llvm::TargetMachine* tm = threadMachine(e, error);
+  if (!tm) return nullptr;
   std::unique_ptr<llvm::Module> m = emit(ctx);
   useVectorMath(*m, e.vmath);  // libmvec's variants for the host, or plain libm
   m->setTargetTriple(e.host.triple);
-  m->setDataLayout(e.tm->createDataLayout());
+  m->setDataLayout(tm->createDataLayout());
   for (llvm::Function& f : *m) {
     if (f.isDeclaration()) continue;
     f.addFnAttr("target-cpu", e.host.cpu);
@@ -127,7 +145,7 @@ std::unique_ptr<llvm::Module> hostModule(Engine& e, const ModuleEmitter& emit, l
     *error = "generated IR of `" + m->getName().str() + "` is invalid: " + os.str();
     return nullptr;
   }
-  if (optimised) optimiseModule(*m, *e.tm);
+  if (optimised) optimiseModule(*m, *tm);
   return m;
 }
 
@@ -148,7 +166,7 @@ bool objectFor(Engine& e, const ModuleEmitter& emit, std::string* object, std::s
   llvm::SmallVector<char, 0> bytes;
   llvm::raw_svector_ostream os(bytes);
   llvm::legacy::PassManager pm;
-  if (e.tm->addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile)) {
+  if (threadMachine(e, error)->addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile)) {
     *error = "the x86 target cannot emit object files";
     return false;
   }
@@ -233,14 +251,15 @@ std::unique_ptr<JitObject> jitObject(const std::string& key, const std::string& 
   }
   std::unique_ptr<JitObject> k(new JitObject);
   std::optional<std::string> object = cache ? readCachedObject(*cache, key) : std::nullopt;
-  std::lock_guard<std::mutex> lock(e.mu);
   // A cached object that LLVM refuses (a checksum cannot vouch for the
-  // writer) is compiled again and rewritten.
+  // writer) is compiled again and rewritten. Compiling needs no lock (its
+  // own context and target machine): only the session is shared.
   for (int attempt = object ? 0 : 1; attempt < 2; ++attempt) {
     if (attempt == 1) {
       object.emplace();
       if (!objectFor(e, emit, &*object, error)) return nullptr;
     }
+    std::lock_guard<std::mutex> lock(e.mu);
     auto dylib = e.jit->createJITDylib("dtl_kernel_" + std::to_string(e.next_id++));
     if (!dylib) {
       *error = "JIT of `" + symbol + "`: " + errorText(dylib.takeError());
@@ -261,9 +280,9 @@ std::unique_ptr<JitObject> jitObject(const std::string& key, const std::string& 
     k->resources_->dylib = &*dylib;
     k->address_ = address->toPtr<void*>();
     k->cached_ = attempt == 0;
-    if (attempt == 1 && cache) writeCachedObject(*cache, key, *object);
     break;
   }
+  if (!k->cached_ && cache) writeCachedObject(*cache, key, *object);
   k->ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return k;
 }
@@ -300,7 +319,6 @@ std::unique_ptr<JitKernel> compileX86(const Region& r, std::string* error, const
 std::string hostIr(const ModuleEmitter& emit, bool optimised) {
   Engine& e = engine();
   if (!e.tm) return "; the x86 target could not start: " + e.error + "\n";
-  std::lock_guard<std::mutex> lock(e.mu);
   llvm::LLVMContext ctx;
   std::string error;
   std::unique_ptr<llvm::Module> m = hostModule(e, emit, ctx, optimised, &error);

@@ -16,10 +16,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "compiler/codegen/fuse_regions.h"
 #include "compiler/codegen/jit_x86.h"
@@ -54,36 +56,79 @@ void chunking(Kernel& k) {
   k.chunks = plan.chunks;
 }
 
+// The threads that compile a program's kernels: the option, else every core.
+int compileThreads(const JitOptions& options, size_t kernels) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int want = options.compile_threads > 0 ? options.compile_threads : cores;
+  return static_cast<int>(std::clamp<int64_t>(static_cast<int64_t>(kernels), 1, want));
+}
+
+// made[key] for every distinct key: a kernel another runner of this process
+// still holds, else one compiled (or loaded from the cache) here, those on
+// several threads at once — each compile has its own LLVM context and target
+// machine (jit_x86.cc), and equal kernels compile once.
+bool compileMissing(const std::vector<codegen::Region>& regions, const std::vector<std::string>& keys,
+                    const JitOptions& options, std::map<std::string, std::shared_ptr<codegen::JitKernel>>& made,
+                    std::string* error, JitStats& stats) {
+  std::vector<size_t> missing;  // a region of each key no runner holds
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    for (size_t k = 0; k < regions.size(); ++k) {
+      if (made.count(keys[k])) continue;
+      made[keys[k]] = shared()[keys[k]].lock();
+      if (made[keys[k]]) ++stats.shared;
+      else missing.push_back(k);
+    }
+  }
+  std::vector<std::shared_ptr<codegen::JitKernel>> compiled(missing.size());
+  std::vector<std::string> errors(missing.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < missing.size();)
+      compiled[i] = codegen::compileX86(regions[missing[i]], &errors[i], &options.cache);
+  };
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < compileThreads(options, missing.size()); ++t) helpers.emplace_back(work);
+  work();
+  for (std::thread& h : helpers) h.join();
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (size_t i = 0; i < missing.size(); ++i) {
+    if (!compiled[i]) {
+      *error = errors[i];
+      return false;
+    }
+    ++(compiled[i]->cached() ? stats.loaded : stats.compiled);
+    shared()[keys[missing[i]]] = compiled[i];
+    made[keys[missing[i]]] = compiled[i];
+  }
+  return true;
+}
+
 class JitRegions : public rt::RegionRunner {
  public:
   bool build(const prog::Program& p, const JitOptions& options, std::string* error, JitStats& stats) {
-    const codegen::ObjectCache& cache = options.cache;
     parallel_work_ = options.parallel_work;
     auto start = std::chrono::steady_clock::now();
-    std::map<std::string, size_t> by_key;  // this program's kernels
+    std::vector<codegen::Region> regions;
+    std::vector<std::string> keys;
     for (size_t k = 0; k < p.fused.size(); ++k) {
       prog::Fused f = p.fused[k];
-      const codegen::Region r = codegen::buildRegion(p, f, "region" + std::to_string(k));
+      regions.push_back(codegen::buildRegion(p, f, "region" + std::to_string(k)));
       if (f.inputs != p.fused[k].inputs) {
         *error = "fused region " + std::to_string(k) + " reads other values than the program says";
         return false;
       }
-      const std::string key = codegen::kernelCacheKey(r);
-      auto it = by_key.find(key);
+      keys.push_back(codegen::kernelCacheKey(regions.back()));
+    }
+    std::map<std::string, std::shared_ptr<codegen::JitKernel>> made;  // this program's kernels by key
+    if (!compileMissing(regions, keys, options, made, error, stats)) return false;
+    std::map<std::string, size_t> by_key;  // index in kernels_
+    for (size_t k = 0; k < regions.size(); ++k) {
+      auto it = by_key.find(keys[k]);
       if (it == by_key.end()) {
-        std::lock_guard<std::mutex> lock(g_mu);
-        std::shared_ptr<codegen::JitKernel> jit = shared()[key].lock();
-        if (jit) {
-          ++stats.shared;
-        } else {
-          jit = codegen::compileX86(r, error, &cache);
-          if (!jit) return false;
-          ++(jit->cached() ? stats.loaded : stats.compiled);
-          shared()[key] = jit;
-        }
-        Kernel kernel{jit};
+        Kernel kernel{made.at(keys[k])};
         chunking(kernel);
-        it = by_key.emplace(key, kernels_.size()).first;
+        it = by_key.emplace(keys[k], kernels_.size()).first;
         kernels_.push_back(std::move(kernel));
       }
       region_kernel_.push_back(it->second);

@@ -31,6 +31,9 @@ struct JitOptions {
   // many points on: below it, starting threads costs more than it saves
   // (an elementwise kernel is bound by memory). Tests lower it.
   int64_t parallel_work = int64_t{1} << 20;
+  // Threads that compile the program's kernels when the runner is made
+  // (0: every core); equal kernels compile once.
+  int compile_threads = 0;
 };
 
 // nullptr with *error when a region cannot be compiled.

@@ -17,6 +17,7 @@
 #include <limits>
 #include <fstream>
 #include <map>
+#include <thread>
 #include <random>
 #include <set>
 
@@ -450,6 +451,52 @@ TEST_F(JitRun, ObjectCacheLoadsWhatItCompiledAndRecompilesWhatIsCorrupt) {
   jit::JitStats again;
   auto r = build(again);
   EXPECT_EQ(again.loaded, again.kernels) << "the recompiled objects were not written back";
+}
+
+// Kernels compiled on several threads at once (each with its own LLVM
+// context and target machine) are the kernels one thread compiles: the same
+// count, each compiled once, and the same bits from a char GPT step; two
+// runners made at once on two threads share what they compiled.
+TEST_F(JitRun, KernelsCompiledOnThreadsAreOneThreadsKernels) {
+  auto s = load("char_gpt.dtl", "2");
+  program::PlanOptions o;
+  o.fuse = true;
+  const prog::Program p = program::planProgram(s->fe.graph(), layout::Layout{}, {}, o);
+  std::unique_ptr<Backend> fast = makeFastBackend();
+  auto build = [&](int threads, jit::JitStats& stats) {
+    jit::JitOptions options;  // no cache folder: every kernel compiled
+    options.compile_threads = threads;
+    std::string error;
+    auto r = jit::makeJitRegions(p, options, &error, &stats);
+    EXPECT_TRUE(r) << error;
+    return r;
+  };
+  Result one;
+  jit::JitStats serial, parallel;
+  {
+    auto r = build(1, serial);
+    ASSERT_TRUE(r);
+    one = runOnce(*s, p, *fast, r.get(), 1);
+  }
+  ASSERT_GE(serial.kernels, 3);
+  EXPECT_EQ(serial.compiled, serial.kernels);
+  {
+    auto r = build(3, parallel);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(parallel.compiled, serial.kernels);
+    EXPECT_EQ(parallel.kernels, serial.kernels);
+    EXPECT_TRUE(bitwise(one, runOnce(*s, p, *fast, r.get(), 1))) << "kernels compiled on threads compute other bits";
+  }
+  jit::JitStats a, b;
+  std::unique_ptr<RegionRunner> ra, rb;
+  std::thread other([&] { ra = build(2, a); });
+  rb = build(2, b);
+  other.join();
+  ASSERT_TRUE(ra && rb);
+  EXPECT_EQ(a.kernels, serial.kernels);
+  EXPECT_EQ(b.kernels, serial.kernels);
+  EXPECT_TRUE(bitwise(one, runOnce(*s, p, *fast, ra.get(), 1)));
+  EXPECT_TRUE(bitwise(one, runOnce(*s, p, *fast, rb.get(), 1)));
 }
 
 TEST(JitRunLimits, ACacheFolderPastItsBoundDropsTheLeastRecentlyUsed) {
