@@ -108,19 +108,6 @@ OpenBlas loadOpenBlas(const std::string& path, int threads) {
   return ob;
 }
 
-// Best-of-reps seconds of each function, timed in turn each rep.
-std::vector<double> bestOf(int reps, const std::vector<std::function<void()>>& fs) {
-  std::vector<double> best(fs.size(), 1e30);
-  for (const auto& f : fs) f();  // warm-up: primitives made, pages touched
-  for (int r = 0; r < reps; ++r)
-    for (size_t i = 0; i < fs.size(); ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      fs[i]();
-      best[i] = std::min(best[i], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-  return best;
-}
-
 // Best and median seconds of each function, timed in turn each rep.
 std::vector<std::pair<double, double>> bestAndMedian(int reps, const std::vector<std::function<void()>>& fs) {
   std::vector<std::vector<double>> t(fs.size());
@@ -139,6 +126,21 @@ std::vector<std::pair<double, double>> bestAndMedian(int reps, const std::vector
   return out;
 }
 
+// Best-of-reps seconds of each function, timed in turn each rep.
+std::vector<double> bestOf(int reps, const std::vector<std::function<void()>>& fs) {
+  std::vector<double> best;
+  for (auto [b, median] : bestAndMedian(reps, fs)) best.push_back(b);
+  return best;
+}
+
+// n floats ~ N(0, 1).
+std::vector<float> normals(std::mt19937& rng, int64_t n) {
+  std::normal_distribution<float> nd;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = nd(rng);
+  return v;
+}
+
 void ok(bool done, const std::string& err) {
   if (!done) std::fprintf(stderr, "%s\n", err.c_str()), std::abort();
 }
@@ -147,12 +149,7 @@ void epilogueSection(int threads, int reps) {
   namespace f = dtl::rt::fast;
   f::setGemmThreads(threads);
   std::mt19937 rng(2);
-  std::normal_distribution<float> nd;
-  auto randv = [&](int64_t n) {
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) x = nd(rng);
-    return v;
-  };
+  auto randv = [&](int64_t n) { return normals(rng, n); };
   std::string err;
   const f::PanelFn relu = [](float* c, int64_t n) { f::reluInPlace(c, n); };
   std::printf("\nepilogue, N 1024: (a) matmulBias on all of C, then relu over C; (b) panels, relu each\n");
@@ -200,12 +197,7 @@ void columnSection(int threads, int reps) {
   if (threads < 2) return;
   f::setGemmThreads(threads);
   std::mt19937 rng(3);
-  std::normal_distribution<float> nd;
-  auto randv = [&](int64_t n) {
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) x = nd(rng);
-    return v;
-  };
+  auto randv = [&](int64_t n) { return normals(rng, n); };
   std::string err;
   std::printf("\ncolumn blocks, one single-threaded call per thread, against oneDNN's %d threads (GFLOP/s best / median)\n",
               threads);
