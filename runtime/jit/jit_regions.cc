@@ -19,12 +19,15 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "compiler/codegen/fuse_regions.h"
 #include "compiler/codegen/jit_x86.h"
+#include "core/cpus.h"
 
 namespace dtl::jit {
 
@@ -56,17 +59,21 @@ void chunking(Kernel& k) {
   k.chunks = plan.chunks;
 }
 
-// The threads that compile a program's kernels: the option, else every core.
+// The threads that compile a program's kernels: the option, else every core
+// this process may run on; never more than the kernels.
 int compileThreads(const JitOptions& options, size_t kernels) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int want = options.compile_threads > 0 ? options.compile_threads : cores;
+  const int want = options.compile_threads > 0 ? options.compile_threads : usableCpus();
   return static_cast<int>(std::clamp<int64_t>(static_cast<int64_t>(kernels), 1, want));
 }
 
 // made[key] for every distinct key: a kernel another runner of this process
 // still holds, else one compiled (or loaded from the cache) here, those on
 // several threads at once — each compile has its own LLVM context and target
-// machine (jit_x86.cc), and equal kernels compile once.
+// machine (jit_x86.cc), and equal kernels compile once. Two runners made at
+// the same moment may both compile a kernel; the later one is kept for
+// sharing. A failed compile stops the others from starting; an exception
+// (or a thread that cannot start) is carried to the caller after every
+// helper has stopped.
 bool compileMissing(const std::vector<codegen::Region>& regions, const std::vector<std::string>& keys,
                     const JitOptions& options, std::map<std::string, std::shared_ptr<codegen::JitKernel>>& made,
                     std::string* error, JitStats& stats) {
@@ -82,21 +89,36 @@ bool compileMissing(const std::vector<codegen::Region>& regions, const std::vect
   }
   std::vector<std::shared_ptr<codegen::JitKernel>> compiled(missing.size());
   std::vector<std::string> errors(missing.size());
+  std::vector<std::exception_ptr> thrown(missing.size());
   std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
   auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < missing.size();)
-      compiled[i] = codegen::compileX86(regions[missing[i]], &errors[i], &options.cache);
+    for (size_t i; !failed.load() && (i = next.fetch_add(1)) < missing.size();) {
+      try {
+        compiled[i] = codegen::compileX86(regions[missing[i]], &errors[i], &options.cache);
+      } catch (...) {
+        thrown[i] = std::current_exception();
+      }
+      if (!compiled[i]) failed = true;
+    }
   };
   std::vector<std::thread> helpers;
-  for (int t = 1; t < compileThreads(options, missing.size()); ++t) helpers.emplace_back(work);
+  try {
+    for (int t = 1; t < compileThreads(options, missing.size()); ++t) helpers.emplace_back(work);
+  } catch (const std::system_error&) {
+    // no more threads: those started and this one do the rest
+  }
   work();
   for (std::thread& h : helpers) h.join();
+  for (std::exception_ptr& e : thrown)
+    if (e) std::rethrow_exception(e);
+  if (failed) {  // the first error (the kernels after a failure never started)
+    for (const std::string& e : errors)
+      if (!e.empty()) return *error = e, false;
+    return *error = "a kernel failed to compile, saying nothing", false;
+  }
   std::lock_guard<std::mutex> lock(g_mu);
   for (size_t i = 0; i < missing.size(); ++i) {
-    if (!compiled[i]) {
-      *error = errors[i];
-      return false;
-    }
     ++(compiled[i]->cached() ? stats.loaded : stats.compiled);
     shared()[keys[missing[i]]] = compiled[i];
     made[keys[missing[i]]] = compiled[i];

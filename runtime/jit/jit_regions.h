@@ -32,7 +32,7 @@ struct JitOptions {
   // (an elementwise kernel is bound by memory). Tests lower it.
   int64_t parallel_work = int64_t{1} << 20;
   // Threads that compile the program's kernels when the runner is made
-  // (0: every core); equal kernels compile once.
+  // (0: every core this process may run on); equal kernels compile once.
   int compile_threads = 0;
 };
 

@@ -8,7 +8,13 @@
 #include "tests/unit/backend_test_util.h"
 
 #include <bit>
+#include <cmath>
 #include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/kernels/fast/gemm.h"
 
 namespace dtl::rt::testing {
 namespace {
@@ -473,6 +479,63 @@ TEST_F(BackendTest, ContractWithTwoThreads) {
   check(node(Op::Contract, sh({M, N})), {&a, &b});
   ctx_.threads = 1;
   check(node(Op::Contract, sh({M, N})), {&a, &b});
+}
+
+// A product with few rows on 2 and 3 threads runs as one single-threaded
+// call per block of columns (gemm.cc): within f32 rounding of a double sum,
+// a NaN in A reaching its whole row of C, and the same bits on every call
+// with the same thread count. Shapes: blocks of 64-multiples and not (N 160
+// in two blocks of 80, N 200 in 64, 64, 72), B as stored and transposed,
+// C overwritten and accumulated into.
+TEST(FastSgemm, ColumnBlocksMatchADoubleSumAndRepeatBitwise) {
+  struct Shape3 {
+    char tb;
+    int64_t n, k;
+  };
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd;
+  auto randv = [&](int64_t count) {
+    std::vector<float> v(static_cast<size_t>(count));
+    for (float& x : v) x = nd(rng);
+    return v;
+  };
+  const int64_t m = 256;
+  for (Shape3 sh : {Shape3{'N', 1000, 300}, {'T', 1024, 1024}, {'N', 160, 1024}, {'T', 200, 1024}}) {
+    std::vector<float> a = randv(m * sh.k), b = randv(sh.k * sh.n), c0 = randv(m * sh.n);
+    a[static_cast<size_t>(7 * sh.k + 3)] = std::nanf("");
+    const int64_t ldb = sh.tb == 'N' ? sh.n : sh.k;
+    for (float beta : {0.0f, 1.0f})
+      for (int threads : {1, 2, 3}) {
+        fast::setGemmThreads(threads);
+        std::vector<float> c = c0, again = c0;
+        std::string err;
+        ASSERT_TRUE(fast::sgemm('N', sh.tb, m, sh.n, sh.k, 1.0f, a.data(), sh.k, b.data(), ldb, beta, c.data(), sh.n, &err))
+            << err;
+        ASSERT_TRUE(fast::sgemm('N', sh.tb, m, sh.n, sh.k, 1.0f, a.data(), sh.k, b.data(), ldb, beta, again.data(), sh.n,
+                                &err))
+            << err;
+        EXPECT_EQ(std::memcmp(c.data(), again.data(), c.size() * sizeof(float)), 0)
+            << "N " << sh.n << ", " << threads << " threads: two calls, other bits";
+        for (int64_t i = 0; i < m; i += 7)  // every 7th row (7 holds the NaN) against a double sum
+          for (int64_t j = 0; j < sh.n; ++j) {
+            double sum = beta * static_cast<double>(c0[static_cast<size_t>(i * sh.n + j)]), size = std::fabs(sum);
+            for (int64_t p = 0; p < sh.k; ++p) {
+              const double x = a[static_cast<size_t>(i * sh.k + p)];
+              const double y = b[static_cast<size_t>(sh.tb == 'N' ? p * ldb + j : j * ldb + p)];
+              sum += x * y;
+              size += std::fabs(x * y);
+            }
+            const float got = c[static_cast<size_t>(i * sh.n + j)];
+            if (i == 7) {
+              ASSERT_TRUE(std::isnan(got)) << "row 7, column " << j;
+            } else {
+              ASSERT_NEAR(got, sum, 1e-5 * size + 1e-6) << "N " << sh.n << " row " << i << " column " << j << ", "
+                                                         << threads << " threads, beta " << beta;
+            }
+          }
+      }
+  }
+  fast::setGemmThreads(1);
 }
 
 // The executor computes each copy's gradient straight into its block of the

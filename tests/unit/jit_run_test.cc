@@ -456,7 +456,8 @@ TEST_F(JitRun, ObjectCacheLoadsWhatItCompiledAndRecompilesWhatIsCorrupt) {
 // Kernels compiled on several threads at once (each with its own LLVM
 // context and target machine) are the kernels one thread compiles: the same
 // count, each compiled once, and the same bits from a char GPT step; two
-// runners made at once on two threads share what they compiled.
+// runners made at once on two threads (which may both compile a kernel) give
+// those bits too.
 TEST_F(JitRun, KernelsCompiledOnThreadsAreOneThreadsKernels) {
   auto s = load("char_gpt.dtl", "2");
   program::PlanOptions o;

@@ -78,8 +78,10 @@ TEST(StepGuard, NormsOnThreadsAreEachParametersOwnBits) {
     const float want = optim::normTwo(m.params[i].grad.data(), static_cast<int64_t>(m.params[i].grad.size()));
     EXPECT_EQ(std::memcmp(&(*guard.localNorms())[i], &want, 4), 0) << i;
   }
-  m.params[4].grad[69999] = std::numeric_limits<float>::infinity();
-  m.params[2].grad[0] = std::numeric_limits<float>::quiet_NaN();
+  // p1 (5 elements) comes first in the parameters' order, last among the
+  // largest-first threads' pieces: it is the one named.
+  m.params[2].grad[0] = std::numeric_limits<float>::infinity();
+  m.params[1].grad[4] = std::numeric_limits<float>::quiet_NaN();
   ASSERT_TRUE(guard.agree(2, 0.5, m.params, v, err)) << err;
   EXPECT_TRUE(v.skip);
   EXPECT_EQ(guard.localNorms(), nullptr);
@@ -87,8 +89,8 @@ TEST(StepGuard, NormsOnThreadsAreEachParametersOwnBits) {
   stop.on_nonfinite = "stop";
   StepGuard stopping(stop);
   EXPECT_FALSE(stopping.agree(3, 0.5, m.params, v, err));
-  EXPECT_NE(err.find("`p2`"), std::string::npos) << err;
-  EXPECT_EQ(err.find("`p4`"), std::string::npos) << err;
+  EXPECT_NE(err.find("`p1`"), std::string::npos) << err;
+  EXPECT_EQ(err.find("`p2`"), std::string::npos) << err;
 }
 
 TEST(StepGuard, AFiniteGradientWhoseSquaresOverflowIsFinite) {

@@ -203,14 +203,14 @@ program::PlanOptions planOptionsFor(const std::string& kernels) {
   return o;
 }
 
-int makeRegionRunner(const prog::Program& p, const rt::optim::OptimizerConfig& opt, JitRunners& runners,
+int makeRegionRunner(const prog::Program& p, const rt::optim::OptimizerConfig& opt, int threads, JitRunners& runners,
                      std::string& note, std::string& err) {
   if (!regionRunnerMaker()) {
     err += "dtlc run: --kernels jit needs the kernel generator, and this dtlc was built without it (LLVM 16 was not "
            "found: apt-get install llvm-16-dev, then reconfigure); --kernels fast runs the same program unfused\n";
     return 2;
   }
-  return regionRunnerMaker()(p, opt, runners, note, err);
+  return regionRunnerMaker()(p, opt, threads, runners, note, err);
 }
 
 int runCli(const std::vector<std::string>& args, std::string& out, std::string& err) {

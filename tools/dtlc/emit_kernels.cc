@@ -91,10 +91,11 @@ int emitKernels(const prog::Program& p, const codegen::Fusion& f, const rt::opti
   return emitUpdateKernels(p, opt, ptx, out, err);
 }
 
-int makeJit(const prog::Program& p, const rt::optim::OptimizerConfig& opt, JitRunners& runners, std::string& note,
-            std::string& err) {
+int makeJit(const prog::Program& p, const rt::optim::OptimizerConfig& opt, int threads, JitRunners& runners,
+            std::string& note, std::string& err) {
   jit::JitOptions options;
   options.cache.dir = codegen::defaultCacheDir();
+  options.compile_threads = threads;  // the rank's share of the cores: ranks on one machine compile at once
   jit::JitStats stats;
   std::string error;
   runners.regions = jit::makeJitRegions(p, options, &error, &stats);

@@ -32,10 +32,11 @@ struct JitRunners {
   std::unique_ptr<rt::RegionRunner> regions;
   std::unique_ptr<rt::optim::MultiTensorUpdate> update;
 };
-using RegionRunnerMaker = int (*)(const prog::Program& p, const rt::optim::OptimizerConfig& opt, JitRunners& runners,
-                                  std::string& note, std::string& err);
+// `threads`: the cores the rank may use, which compile the kernels.
+using RegionRunnerMaker = int (*)(const prog::Program& p, const rt::optim::OptimizerConfig& opt, int threads,
+                                  JitRunners& runners, std::string& note, std::string& err);
 void setRegionRunnerMaker(RegionRunnerMaker maker);
-int makeRegionRunner(const prog::Program& p, const rt::optim::OptimizerConfig& opt, JitRunners& runners,
+int makeRegionRunner(const prog::Program& p, const rt::optim::OptimizerConfig& opt, int threads, JitRunners& runners,
                      std::string& note, std::string& err);
 
 // The kernels `dtlc run` and `dtlc check` take when --kernels is not given

@@ -595,7 +595,7 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
   JitRunners jit;
   if (plan.fuse) {
     std::string note;
-    if (int rc = makeRegionRunner(program, config.optimizer, jit, note, err); rc != 0) return rc;
+    if (int rc = makeRegionRunner(program, config.optimizer, config.threads, jit, note, err); rc != 0) return rc;
     if (env.rank == 0) std::fprintf(stdout, "%s\n", note.c_str());
     config.regions = jit.regions.get();
     config.multi_update = jit.update.get();

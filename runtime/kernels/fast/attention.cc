@@ -213,7 +213,11 @@ __attribute__((always_inline)) inline float maxOfLanes(V16 v, std::integer_seque
   v = h > v ? h : v;
   return v[0];
 }
-inline float maxOfLanes(V16 v) { return maxOfLanes(v, std::make_integer_sequence<int, kW>{}); }
+// always_inline: a 64-byte vector passed by value between a target clone and
+// a function compiled for the default target would disagree on its ABI.
+__attribute__((always_inline)) inline float maxOfLanes(V16 v) {
+  return maxOfLanes(v, std::make_integer_sequence<int, kW>{});
+}
 
 // One query row meets one key block: s [cols] (scores; `vis` of them
 // visible) becomes its unnormalised probabilities against the row's running

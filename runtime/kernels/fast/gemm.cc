@@ -46,9 +46,12 @@ namespace {
 // Rapids, 2 cores, the two alternated, best of 40) 256×1024×1024 'NT'
 // 1.10–1.20x, 'NN' and 256×784×1024 1.06–1.14x; with M ≥ 512 (the weight
 // gradients) oneDNN's own partition is as fast or faster (0.92–0.99x). No
-// block splits K, so each element is summed by the one kernel in its own
-// order: the suite's thread-count tests find the same bits on 1, 2 and 3
-// threads. Blocks are whole cache lines of columns.
+// block splits K. The bits are fixed for a given thread count (the rule
+// depends on the shape and the count alone); across counts they may differ
+// in the last place, as oneDNN's own threading may: it picks a kernel per
+// call from N and the strides, and a block is a narrower call (the suite's
+// thread-count tests have found the same bits so far). Blocks are whole
+// cache lines of columns.
 constexpr int64_t kSplitBelowRows = 512;
 constexpr int64_t kMinBlockColumns = 64;
 
