@@ -38,6 +38,15 @@ struct Model {
 
 bool sameBits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
+// The guard's norms are each gradient's own normTwo, bit for bit.
+void expectNormsAreNormTwo(const StepGuard& guard, const std::vector<Param>& params) {
+  ASSERT_NE(guard.localNorms(), nullptr);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const float want = optim::normTwo(params[i].grad.data(), static_cast<int64_t>(params[i].grad.size()));
+    EXPECT_EQ(std::memcmp(&(*guard.localNorms())[i], &want, 4), 0) << i;
+  }
+}
+
 TEST(StepGuard, ClippingFromTheGuardsNormsIsClippingsOwnBits) {
   for (double clip : {0.0, 1.0}) {
     Model guarded({1000, 37, 1, 4096}), plain({1000, 37, 1, 4096});
@@ -47,11 +56,7 @@ TEST(StepGuard, ClippingFromTheGuardsNormsIsClippingsOwnBits) {
     StepVerdict v;
     std::string err;
     ASSERT_TRUE(guard.agree(1, 0.5, guarded.params, v, err)) << err;
-    ASSERT_NE(guard.localNorms(), nullptr);
-    for (size_t i = 0; i < guarded.params.size(); ++i) {
-      const float want = optim::normTwo(plain.params[i].grad.data(), static_cast<int64_t>(plain.params[i].grad.size()));
-      EXPECT_EQ(std::memcmp(&(*guard.localNorms())[i], &want, 4), 0) << i;
-    }
+    expectNormsAreNormTwo(guard, plain.params);
     double with = 0, without = 0;
     ASSERT_TRUE(clipOverPieces(guarded.params, clip, {}, &with, guard.localNorms()).ok);
     ASSERT_TRUE(clipOverPieces(plain.params, clip, {}, &without).ok);
@@ -73,11 +78,7 @@ TEST(StepGuard, NormsOnThreadsAreEachParametersOwnBits) {
   StepVerdict v;
   std::string err;
   ASSERT_TRUE(guard.agree(1, 0.5, m.params, v, err)) << err;
-  ASSERT_NE(guard.localNorms(), nullptr);
-  for (size_t i = 0; i < m.params.size(); ++i) {
-    const float want = optim::normTwo(m.params[i].grad.data(), static_cast<int64_t>(m.params[i].grad.size()));
-    EXPECT_EQ(std::memcmp(&(*guard.localNorms())[i], &want, 4), 0) << i;
-  }
+  expectNormsAreNormTwo(guard, m.params);
   // p1 (5 elements) comes first in the parameters' order, last among the
   // largest-first threads' pieces: it is the one named.
   m.params[2].grad[0] = std::numeric_limits<float>::infinity();
