@@ -9,7 +9,8 @@
 //    bench/specs/gpt_step_bench.dtl with the fast kernels and with jit
 //    (median of N), the contractions' share of it, and the traffic count.
 // usage: jit_bench [SAMPLES_DIR] [runs]; JIT_BENCH_NO_ACCUMULATE=1 compiles
-// without the accumulate-into-contraction pass (its before and after).
+// without the accumulate-into-contraction pass (its before and after);
+// JIT_BENCH_THREADS, JIT_BENCH_ONLY and JIT_BENCH_PROFILE: bench/README.md.
 #include <unistd.h>
 
 #include <algorithm>

@@ -162,11 +162,12 @@ ModuleEmitter regionEmitter(const Region& r, const KernelPlan& plan) {
 bool objectFor(Engine& e, const ModuleEmitter& emit, std::string* object, std::string* error) {
   llvm::LLVMContext ctx;
   std::unique_ptr<llvm::Module> m = hostModule(e, emit, ctx, /*optimised=*/true, error);
-  if (!m) return false;
+  if (!m) return false;  // hostModule made this thread's machine, or said why not
   llvm::SmallVector<char, 0> bytes;
   llvm::raw_svector_ostream os(bytes);
   llvm::legacy::PassManager pm;
-  if (threadMachine(e, error)->addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile)) {
+  llvm::TargetMachine* tm = threadMachine(e, error);
+  if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile)) {
     *error = "the x86 target cannot emit object files";
     return false;
   }

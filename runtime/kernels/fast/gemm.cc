@@ -36,10 +36,6 @@ void applyThreads(int64_t m, int64_t n, int64_t k) {
   omp_threads = t;
 }
 
-}  // namespace
-
-namespace {
-
 // oneDNN splits a GEMM with few rows (M = 256: the MLP's batch, GPT-2's
 // tokens) less well over 2 threads than one single-threaded call per core
 // on its own block of columns: gemm_bench's column section (Sapphire
