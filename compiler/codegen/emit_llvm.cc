@@ -54,6 +54,7 @@ class Emitter {
   void loopNest(const Shape& s, size_t d, Coords& c, const std::function<void(const Coords&)>& body);
   void loopRange(Value* lo, Value* hi, const std::string& name, const std::function<void(Value*)>& body);
   void point(const PlanPhase& phase, const Coords& c);
+  void phaseNest(bool tail);
   void x86Entry(const std::string& symbol, bool tail);
   void chunkedRows();
   void addTo(Value* p, Value* v) { b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(f32(), p), v), p); }
@@ -497,14 +498,39 @@ void Emitter::chunkedRows() {
       loopNest(r_.node(f.node).shape, 0, c, [&](const Coords& at) { b_.CreateStore(flt(0.0), elementPtr(f.partial, at)); });
     }
     rows_ = true;
-    for (const PlanPhase& phase : plan_.phases) {
-      if (phase.tail) continue;
-      Coords c;
-      loopNest(phase.space, 0, c, [&](const Coords& at) { point(phase, at); });
-    }
+    phaseNest(false);
   });
   begin_ = begin;
   end_ = end;
+}
+
+// The phases (the tail's, or the rest) in one loop nest over the dims their
+// spaces share in front, each phase's own dims inside: a layer norm's two
+// reductions and its output phase then visit one [batch, seq] row after
+// another and re-read that row from L1, where phase after phase over a whole
+// chunk would re-read it from L2 or beyond (measured: a [2048, 128] layer
+// norm 1.3-1.8x slower). Always legal: a phase stores only buffers of its own
+// space's shape, so at a point of the shared dims it writes every element a
+// later phase reads there. Each phase's points and each sum's order are as
+// before, so are the bits.
+void Emitter::phaseNest(bool tail) {
+  std::vector<const PlanPhase*> phases;
+  for (const PlanPhase& phase : plan_.phases)
+    if (phase.tail == tail) phases.push_back(&phase);
+  if (phases.empty()) return;
+  Shape shared = phases.front()->space;
+  for (const PlanPhase* phase : phases) {
+    size_t k = 0;
+    while (k < shared.rank() && k < phase->space.rank() && shared.dims[k] == phase->space.dims[k]) ++k;
+    shared.dims.resize(k);
+  }
+  Coords c;
+  loopNest(shared, 0, c, [&](const Coords& at) {
+    for (const PlanPhase* phase : phases) {
+      Coords inner = at;
+      loopNest(phase->space, shared.rank(), inner, [&](const Coords& p) { point(*phase, p); });
+    }
+  });
 }
 
 void Emitter::x86Entry(const std::string& symbol, bool tail) {
@@ -517,11 +543,7 @@ void Emitter::x86Entry(const std::string& symbol, bool tail) {
     chunkedRows();
   } else {
     rows_ = !tail && !plan_.split.empty();
-    for (const PlanPhase& phase : plan_.phases) {
-      if (phase.tail != tail) continue;
-      Coords c;
-      loopNest(phase.space, 0, c, [&](const Coords& at) { point(phase, at); });
-    }
+    phaseNest(tail);
   }
   b_.CreateRetVoid();
 

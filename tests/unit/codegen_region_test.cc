@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "compiler/codegen/jit_x86.h"
 #include "compiler/codegen/kernel_plan.h"
 #include "compiler/codegen/region.h"
 #include "core/hash.h"
@@ -153,6 +154,29 @@ TEST(CodegenKernelPlan, AReductionLoadsAnOutputStoredBeforeIt) {
   const PlanBuffer& home = t.buffers[static_cast<size_t>(t.home[static_cast<size_t>(bdx)])];
   EXPECT_EQ(home.role, PlanBuffer::Role::Scratch);
   EXPECT_EQ(home.shape, s);
+}
+
+// The x86 kernel visits the rows its phases share once: a layer norm's two
+// reductions and its output phase run one [batch, seq] row after another
+// inside one nest (the row is re-read from L1), not phase after phase over
+// all rows. Its loops over d stay one per phase.
+TEST(CodegenKernelPlan, X86PhasesShareTheirLeadingLoops) {
+  Region r("layer_norm");
+  const Shape s{{{"batch", 4}, {"seq", 3}, {"d", 8}}};
+  r.output("y", r.normalize(r.binary(BinaryFn::Add, r.input("x", s), r.input("res", s)), "d", 1e-5f));
+  ASSERT_EQ(planKernel(r).phases.size(), 3u);  // mean, variance, output
+  const std::string ir = x86Ir(r, /*optimised=*/false);
+  auto labels = [&](const std::string& loop) {  // blocks named `loop`, `loop1`, … (LLVM numbers repeats)
+    int n = 0;
+    for (size_t at = ir.find("\n" + loop); at != std::string::npos; at = ir.find("\n" + loop, at + 1)) {
+      const std::string label = ir.substr(at + 1, ir.find(':', at) - at - 1);
+      n += label.find_first_not_of("0123456789", loop.size()) == std::string::npos;
+    }
+    return n;
+  };
+  EXPECT_EQ(labels("batch.rows"), 1) << ir;
+  EXPECT_EQ(labels("seq.loop"), 1) << ir;
+  EXPECT_EQ(labels("d.loop"), 3) << ir;
 }
 
 // A bias gradient, Σ over the leading dim of relu'(x)·dy: deferred. The
