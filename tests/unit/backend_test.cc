@@ -176,6 +176,21 @@ TEST_F(BackendTest, ConstSliceAlignReduceToReshape) {
   check(node(Op::Reshape, sh({Dim{"ab", 21}, Dim{"c", 3}})), {&x});
 }
 
+// The row padding of contract's B (fast::setGemmRowPadding) forced for a
+// scope: the padded path is AMD's by default, and tested on every host.
+struct RowPadding {
+  explicit RowPadding(bool on) { fast::setGemmRowPadding(on); }
+  ~RowPadding() { fast::setGemmRowPadding(std::nullopt); }
+};
+
+template <typename Case>
+std::vector<std::pair<Case, bool>> withAndWithoutPadding(const std::vector<Case>& cases) {
+  std::vector<std::pair<Case, bool>> all;
+  for (bool pad : {false, true})
+    for (const Case& c : cases) all.emplace_back(c, pad);
+  return all;
+}
+
 TEST_F(BackendTest, ContractLayouts) {
   const Dim M{"m", 7}, N{"n", 33}, K{"k", 3}, K1{"kk", 5};
   struct Case {
@@ -202,7 +217,8 @@ TEST_F(BackendTest, ContractLayouts) {
       {sh({M, K}), sh({K, Dim{"w", 512}}), sh({M, Dim{"w", 512}})},           // B rows padded (2 KiB stride)
       {sh({M, K1, K}), sh({K, Dim{"w", 512}, K1}), sh({M, Dim{"w", 512}})},  // permuted, then padded
   };
-  for (const Case& c : cases) {
+  for (const auto& [c, pad] : withAndWithoutPadding(cases)) {
+    const RowPadding forced(pad);
     Buf a = rand(c.a), b = rand(c.b);
     check(node(Op::Contract, c.out), {&a, &b});
   }
@@ -228,8 +244,9 @@ TEST_F(BackendTest, ContractIntoABase) {
       {sh({M, Z}), sh({Z, N}), sh({M, N})},          // an empty sum
       {sh({M, K}), sh({K, Dim{"w", 512}}), sh({M, Dim{"w", 512}})},  // B rows padded
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.out.str() + " from " + c.a.str() + " @ " + c.b.str());
+  for (const auto& [c, pad] : withAndWithoutPadding(cases)) {
+    SCOPED_TRACE(c.out.str() + " from " + c.a.str() + " @ " + c.b.str() + (pad ? ", B padded" : ""));
+    const RowPadding forced(pad);
     Buf a = rand(c.a), b = rand(c.b), base = rand(c.out);
     base.f[0] = std::nanf("");
     base.f[1] = INFINITY;

@@ -20,6 +20,7 @@ namespace {
 thread_local int requested_threads = 1;  // from setGemmThreads
 thread_local int omp_threads = 0;        // what omp_set_num_threads last set on this thread
 thread_local bool split_columns = true;  // setGemmColumnSplit
+thread_local std::optional<bool> pad_rows;  // setGemmRowPadding: unset, the host's rule
 
 // Small GEMMs run on one thread: splitting them costs more in OpenMP wake-ups
 // and barriers than it saves. Measured on 2 busy cores: 256×1024×10 ran at
@@ -97,6 +98,8 @@ bool sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const
 void setGemmThreads(int threads) { requested_threads = threads < 1 ? 1 : threads; }
 
 void setGemmColumnSplit(bool on) { split_columns = on; }
+
+void setGemmRowPadding(std::optional<bool> on) { pad_rows = on; }
 
 namespace {
 
@@ -267,12 +270,27 @@ namespace {
 
 // oneDNN 2.6 reads a row-major B ('N') in place, unpacked, when M is small;
 // with a row stride that is a multiple of 2 KiB, B's rows then alias in the
-// L1 cache. Measured here (AMD EPYC, AVX2, M = 256, K = 1024, best of 10):
-// N = 1024 → 45 GFLOP/s, the same B with rows padded by 64 bytes → 97. Such
-// a B is copied with padded rows; the copy costs O(K·N) against the GEMM's
-// O(M·K·N) and is skipped for M ≥ 512, where oneDNN packs B itself.
+// L1 cache. Measured on AMD EPYC (Zen 3, AVX2; M = 256, K = 1024, best of
+// 10): N = 1024 → 45 GFLOP/s, the same B with rows padded by 64 bytes → 97.
+// There such a B is copied with padded rows; the copy costs O(K·N) against
+// the GEMM's O(M·K·N) and is skipped for M ≥ 512, where oneDNN packs B
+// itself. On Intel (a 2-core Sapphire Rapids, 2026-12-03) the copy costs
+// more than it saves: 256×1024×1024 in column halves on two threads 150
+// GFLOP/s unpadded against 135 padded (the copy included); char GPT's weight gradient
+// [d=128, hidden=512] over 2048 tokens 1.75–2.55 ms unpadded against
+// 3.07–3.94 ms padded, in a step (jit_bench's profile, alternated). So only
+// AMD hosts pad.
 constexpr int64_t kPadRows = 16;  // floats: one cache line
-bool padB(const ContractPlan& p) { return p.tb == 'N' && p.m < 512 && p.n % 512 == 0; }
+bool hostPadsRows() {
+  static const bool amd = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd") != 0;
+  }();
+  return amd;
+}
+bool padB(const ContractPlan& p) {
+  return pad_rows.value_or(hostPadsRows()) && p.tb == 'N' && p.m < 512 && p.n % 512 == 0;
+}
 
 void padRows(float* dst, const float* src, int64_t rows, int64_t n) {
   for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * (n + kPadRows), src + r * n, static_cast<size_t>(n) * 4);

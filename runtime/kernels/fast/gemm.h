@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,11 @@ void setGemmThreads(int threads);
 // columnBlocks: the rule, on by default) on the calling thread; off only for
 // bench/gemm_bench's comparison.
 void setGemmColumnSplit(bool on);
+
+// Whether contract copies a row-major B whose row stride is a multiple of
+// 2 KiB into padded rows when M < 512 (gemm.cc padB): by default the host's
+// rule (AMD only); tests force either path on any host. The calling thread's.
+void setGemmRowPadding(std::optional<bool> on);
 
 // How one contraction maps onto a GEMM. a's names split into M (a only, a's
 // order) and K (shared); b's into K and N (b only). An operand is used in
