@@ -178,25 +178,51 @@ __attribute__((always_inline)) inline void gemmBlock(int64_t k, const float* DTL
   }
 }
 
+// What a causal tile needs, relative to its row r: the columns j <= r + n_hi
+// (the others are never read), and the terms p of each sum in
+// [r + k_lo, r + k_hi] (the others are exact zeros: masked probabilities
+// against finite operands). Skipping a zero term leaves the sum's value as
+// it was (only the sign of a sum that is exactly zero could differ).
+struct Band {
+  static constexpr int64_t kAll = std::numeric_limits<int64_t>::max() / 4;
+  int64_t n_hi = kAll, k_lo = -kAll, k_hi = kAll;
+};
+
 // c [m, n] (row stride ldc) = scale · a·b, or c + a·b when `accumulate`:
 // a [m, k] (row stride lda), b [k, n] (row stride ldb). Each element is its
-// k products summed in order from 0, whatever the block it falls in.
+// k products summed in order from 0, whatever the block it falls in — those
+// outside `band` left out (per block of rows: a superset of each row's).
 DTL_FAST_CLONES void gemmTile(int64_t m, int64_t n, int64_t k, const float* DTL_RESTRICT a, int64_t lda,
                               const float* DTL_RESTRICT b, int64_t ldb, float* DTL_RESTRICT c, int64_t ldc, float scale,
-                              bool accumulate) {
+                              bool accumulate, Band band = {}) {
   constexpr int R = 8;
-  int64_t i = 0;
+  // Rows [i, i + rows): columns up to the band's (whole blocks of 16 where
+  // there are), terms [from, to) of the sum.
+  auto span = [&](int64_t i, int64_t rows, int64_t& cols, int64_t& from, int64_t& to) {
+    const int64_t last = i + rows - 1;
+    cols = std::clamp<int64_t>(last + band.n_hi + 1, 0, n);
+    cols = std::min(n, (cols + kW - 1) / kW * kW);
+    from = std::clamp<int64_t>(i + band.k_lo, 0, k);
+    to = std::clamp<int64_t>(last + band.k_hi + 1, from, k);
+  };
+  int64_t i = 0, cols = 0, from = 0, to = 0;
   for (; i + R <= m; i += R) {
+    span(i, R, cols, from, to);
+    const float* ai = a + i * lda + from;
+    const float* bk = b + from * ldb;
     int64_t j = 0;
-    for (; j + kW <= n; j += kW)
-      gemmBlock<R, true>(k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, scale, accumulate, kW);
-    if (j < n) gemmBlock<R, false>(k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, scale, accumulate, n - j);
+    for (; j + kW <= cols; j += kW)
+      gemmBlock<R, true>(to - from, ai, lda, bk + j, ldb, c + i * ldc + j, ldc, scale, accumulate, kW);
+    if (j < cols) gemmBlock<R, false>(to - from, ai, lda, bk + j, ldb, c + i * ldc + j, ldc, scale, accumulate, cols - j);
   }
   for (; i < m; ++i) {
+    span(i, 1, cols, from, to);
+    const float* ai = a + i * lda + from;
+    const float* bk = b + from * ldb;
     int64_t j = 0;
-    for (; j + kW <= n; j += kW)
-      gemmBlock<1, true>(k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, scale, accumulate, kW);
-    if (j < n) gemmBlock<1, false>(k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, scale, accumulate, n - j);
+    for (; j + kW <= cols; j += kW)
+      gemmBlock<1, true>(to - from, ai, lda, bk + j, ldb, c + i * ldc + j, ldc, scale, accumulate, kW);
+    if (j < cols) gemmBlock<1, false>(to - from, ai, lda, bk + j, ldb, c + i * ldc + j, ldc, scale, accumulate, cols - j);
   }
 }
 
@@ -272,12 +298,15 @@ void forwardPair(const Heads& l, const float* q, const float* k, const float* v,
     for (int64_t k0 = 0; k0 < kend; k0 += kBlockK) {
       const int64_t cols = std::min(kBlockK, l.sk - k0);
       transposeRows(k + ko + k0 * ld, ld, cols, l.dim, t.kt);
-      gemmTile(rows, cols, l.dim, q + qo + q0 * ld, ld, t.kt, cols, t.s, cols, scale, false);
+      // With `skip`, a row's masked keys are neither scored nor summed (exact zeros).
+      gemmTile(rows, cols, l.dim, q + qo + q0 * ld, ld, t.kt, cols, t.s, cols, scale, false,
+               skip ? Band{.n_hi = q0 - k0} : Band{});
       for (int64_t i = 0; i < rows; ++i) {
         const int64_t vis = std::clamp<int64_t>(l.visible(q0 + i, causal) - k0, 0, cols);
         onlineRow(t.s + i * cols, vis, cols, t.m[i], t.sum[i], t.o + i * l.dim, l.dim);
       }
-      gemmTile(rows, l.dim, cols, t.s, cols, v + ko + k0 * ld, ld, t.o, l.dim, 1.0f, true);
+      gemmTile(rows, l.dim, cols, t.s, cols, v + ko + k0 * ld, ld, t.o, l.dim, 1.0f, true,
+               skip ? Band{.k_hi = q0 - k0} : Band{});
     }
     for (int64_t i = 0; i < rows; ++i) {
       float* out = y + qo + (q0 + i) * ld;
@@ -312,11 +341,13 @@ DTL_FAST_CLONES void probabilityRow(float* DTL_RESTRICT p, float* DTL_RESTRICT d
 // and v are in t.kt, t.vt: t.p = P, t.ds = dS (masked entries 0). Without
 // `d` (D_i still to find), t.ds holds dP.
 void probabilityTiles(const Heads& l, const float* q, const float* dy, const float* lse, bool causal, int64_t b,
-                      int64_t h, int64_t q0, int64_t rows, int64_t k0, int64_t cols, BackwardTiles& t, bool d) {
+                      int64_t h, int64_t q0, int64_t rows, int64_t k0, int64_t cols, BackwardTiles& t, bool d,
+                      bool skip) {
   const int64_t ld = l.ld(), qo = l.qOffset(b, h);
   const float scale = 1.0f / std::sqrt(static_cast<float>(l.dim));
-  gemmTile(rows, cols, l.dim, q + qo + q0 * ld, ld, t.kt, cols, t.p, cols, scale, false);
-  gemmTile(rows, cols, l.dim, dy + qo + q0 * ld, ld, t.vt, cols, t.ds, cols, 1.0f, false);
+  const Band masked = skip ? Band{.n_hi = q0 - k0} : Band{};  // masked scores are not read
+  gemmTile(rows, cols, l.dim, q + qo + q0 * ld, ld, t.kt, cols, t.p, cols, scale, false, masked);
+  gemmTile(rows, cols, l.dim, dy + qo + q0 * ld, ld, t.vt, cols, t.ds, cols, 1.0f, false, masked);
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t vis = std::clamp<int64_t>(l.visible(q0 + i, causal) - k0, 0, cols);
     const float row_lse = lse[l.lseOffset(b, h) + (q0 + i) * l.heads], row_d = d ? t.rowterm[q0 + i] : 0.0f;
@@ -337,7 +368,7 @@ void rowTermsOverAllKeys(const Heads& l, const float* q, const float* k, const f
     transposeRows(v + ko + k0 * ld, ld, cols, l.dim, t.vt);
     for (int64_t q0 = 0; q0 < l.sq; q0 += kBlockQ) {
       const int64_t rows = std::min(kBlockQ, l.sq - q0);
-      probabilityTiles(l, q, dy, lse, causal, b, h, q0, rows, k0, cols, t, false);
+      probabilityTiles(l, q, dy, lse, causal, b, h, q0, rows, k0, cols, t, false, false);
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < cols; ++j) t.rowterm[q0 + i] += t.p[i * cols + j] * t.ds[i * cols + j];
     }
@@ -366,12 +397,15 @@ void backwardPair(const Heads& l, const float* q, const float* k, const float* v
     // Queries before k0 see none of these keys: start at the block holding query k0.
     for (int64_t q0 = skip ? k0 / kBlockQ * kBlockQ : 0; q0 < l.sq; q0 += kBlockQ) {
       const int64_t rows = std::min(kBlockQ, l.sq - q0);
-      probabilityTiles(l, q, dy, lse, causal, b, h, q0, rows, k0, cols, t, true);
+      probabilityTiles(l, q, dy, lse, causal, b, h, q0, rows, k0, cols, t, true, skip);
+      // With `skip`, a key's sums start at the first query that sees it, a
+      // query's end at the last key it sees (the rest: exact zeros).
+      const Band seen_by = skip ? Band{.k_lo = k0 - q0} : Band{}, sees = skip ? Band{.k_hi = q0 - k0} : Band{};
       transposeRows(t.p, cols, rows, cols, t.pt);  // [cols, rows]
-      gemmTile(cols, l.dim, rows, t.pt, rows, dy + qo + q0 * ld, ld, t.dv, l.dim, 1.0f, true);
+      gemmTile(cols, l.dim, rows, t.pt, rows, dy + qo + q0 * ld, ld, t.dv, l.dim, 1.0f, true, seen_by);
       transposeRows(t.ds, cols, rows, cols, t.pt);
-      gemmTile(cols, l.dim, rows, t.pt, rows, q + qo + q0 * ld, ld, t.dk, l.dim, 1.0f, true);
-      gemmTile(rows, l.dim, cols, t.ds, cols, k + ko + k0 * ld, ld, dq + qo + q0 * ld, ld, 1.0f, true);
+      gemmTile(cols, l.dim, rows, t.pt, rows, q + qo + q0 * ld, ld, t.dk, l.dim, 1.0f, true, seen_by);
+      gemmTile(rows, l.dim, cols, t.ds, cols, k + ko + k0 * ld, ld, dq + qo + q0 * ld, ld, 1.0f, true, sees);
     }
     for (int64_t j = 0; j < cols; ++j) {
       std::memcpy(dk + ko + (k0 + j) * ld, t.dk + j * l.dim, static_cast<size_t>(l.dim) * sizeof(float));
