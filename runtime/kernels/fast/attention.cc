@@ -245,6 +245,15 @@ __attribute__((always_inline)) inline float maxOfLanes(V16 v) {
   return maxOfLanes(v, std::make_integer_sequence<int, kW>{});
 }
 
+// The first `vis` of a row's `cols` entries rounded up to whole 16-lane
+// blocks (within the row): an exp loop over them, the masked lanes of its
+// last block zeroed by a select, makes only vector calls — the scalar calls
+// of a vectorised loop's remainder took 4 % of char GPT's attention, whose
+// causal rows mostly end inside a block. Entries past `vis` hold scores
+// (gemmTile computes whole blocks), never read as more than the select's
+// discarded lane.
+inline int64_t wholeBlocks(int64_t vis, int64_t cols) { return std::min((vis + kW - 1) / kW * kW, cols / kW * kW); }
+
 // One query row meets one key block: s [cols] (scores; `vis` of them
 // visible) becomes its unnormalised probabilities against the row's running
 // max m (masked ones 0), and the running sum and o [dim] (Σ_j p_j·v_j so
@@ -265,11 +274,16 @@ DTL_FAST_CLONES void onlineRow(float* DTL_RESTRICT s, int64_t vis, int64_t cols,
   const float block = maxOfLanes(lanes);
   const float next = block > m ? block : m;
   const float base = next == -kInf ? 0.0f : next;
-  const float keep = std::exp(m - base);
+  const float keep = m == -kInf ? 0.0f : std::exp(m - base);  // exp(−inf) is +0: no call on a row's first block
   float added = 0;
+  const int64_t whole = wholeBlocks(vis, cols);
   DTL_SIMD_SUM(added)
-  for (int64_t j = 0; j < vis; ++j) added += s[j] = std::exp(s[j] - base);
-  for (int64_t j = vis; j < cols; ++j) s[j] = 0.0f;  // still multiplied by v: 0·inf = NaN as the reference's
+  for (int64_t j = 0; j < whole; ++j) {
+    const float e = j < vis ? std::exp(s[j] - base) : 0.0f;
+    added += s[j] = e;
+  }
+  for (int64_t j = whole; j < vis; ++j) added += s[j] = std::exp(s[j] - base);
+  for (int64_t j = std::max(whole, vis); j < cols; ++j) s[j] = 0.0f;  // still multiplied by v: 0·inf = NaN as the reference's
   sum = sum * keep + added;
   DTL_SIMD for (int64_t d = 0; d < dim; ++d) o[d] *= keep;
   m = next;
@@ -330,8 +344,10 @@ struct BackwardTiles {
 // dP in ds becomes dS = p·(dP − D)·scale (masked 0).
 DTL_FAST_CLONES void probabilityRow(float* DTL_RESTRICT p, float* DTL_RESTRICT ds, int64_t vis, int64_t cols,
                                     float lse, float row_d, float scale, bool d) {
-  DTL_SIMD for (int64_t j = 0; j < vis; ++j) p[j] = std::exp(p[j] - lse);
-  for (int64_t j = vis; j < cols; ++j) p[j] = 0.0f;
+  const int64_t whole = wholeBlocks(vis, cols);
+  DTL_SIMD for (int64_t j = 0; j < whole; ++j) p[j] = j < vis ? std::exp(p[j] - lse) : 0.0f;
+  for (int64_t j = whole; j < vis; ++j) p[j] = std::exp(p[j] - lse);
+  for (int64_t j = std::max(whole, vis); j < cols; ++j) p[j] = 0.0f;
   if (!d) return;
   DTL_SIMD for (int64_t j = 0; j < vis; ++j) ds[j] = p[j] * (ds[j] - row_d) * scale;
   for (int64_t j = vis; j < cols; ++j) ds[j] = 0.0f;
