@@ -35,8 +35,9 @@ enum class Target { X86, NVPTX };
 
 // X86: one function `void SYMBOL(void** buffers, i64 begin, i64 end)`, the
 // buffers in the plan's order (inputs, outputs, scratch), distinct and not
-// overlapping; the phases run in order as loop nests, last dim innermost,
-// the outermost over rows [begin, end) of the plan's split dim (ignored
+// overlapping; the phases run in order inside one loop nest over the dims
+// their spaces share in front (each phase's own dims inside, last dim
+// innermost), the outermost over rows [begin, end) of the plan's split dim (ignored
 // without a split); with deferred sums (plan.folded), chunk by chunk, begin
 // a chunk's first row; and, with tail phases, `SYMBOL_tail` (same
 // signature, begin and end ignored) runs them once after every row.

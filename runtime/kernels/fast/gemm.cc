@@ -270,7 +270,7 @@ namespace {
 
 // oneDNN 2.6 reads a row-major B ('N') in place, unpacked, when M is small;
 // with a row stride that is a multiple of 2 KiB, B's rows then alias in the
-// L1 cache. Measured on AMD EPYC (Zen 3, AVX2; M = 256, K = 1024, best of
+// L1 cache. Measured on an AMD EPYC with AVX2 (M = 256, K = 1024, best of
 // 10): N = 1024 → 45 GFLOP/s, the same B with rows padded by 64 bytes → 97.
 // There such a B is copied with padded rows; the copy costs O(K·N) against
 // the GEMM's O(M·K·N) and is skipped for M ≥ 512, where oneDNN packs B
@@ -279,14 +279,18 @@ namespace {
 // GFLOP/s unpadded against 135 padded (the copy included); char GPT's weight gradient
 // [d=128, hidden=512] over 2048 tokens 1.75–2.55 ms unpadded against
 // 3.07–3.94 ms padded, in a step (jit_bench's profile, alternated). So only
-// AMD hosts pad.
+// AMD hosts pad (an AMD host with AVX-512 is not measured either way).
 constexpr int64_t kPadRows = 16;  // floats: one cache line
 bool hostPadsRows() {
+#if defined(__x86_64__)
   static const bool amd = [] {
     __builtin_cpu_init();
     return __builtin_cpu_is("amd") != 0;
   }();
   return amd;
+#else
+  return false;
+#endif
 }
 bool padB(const ContractPlan& p) {
   return pad_rows.value_or(hostPadsRows()) && p.tb == 'N' && p.m < 512 && p.n % 512 == 0;
