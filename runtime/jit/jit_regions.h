@@ -29,12 +29,15 @@ struct JitOptions {
   codegen::ObjectCache cache;  // no folder: compile every kernel
   // A region spreads its chunks of rows over ctx.threads only from this
   // many points (a reduction's weighted 8) on: below it, starting threads
-  // costs more than it saves. About PyTorch's grain for its parallel
-  // elementwise loops, 2^15 elements (at::internal::GRAIN_SIZE). At 2^20 char
-  // GPT's layer norms ([2048, 128], ~2^18 points) ran on one of a step's two
-  // threads: 0.40-0.50 ms each, 0.22-0.24 at 2^15 (jit_bench's profile,
-  // 2026-12-03). Tests lower it.
-  int64_t parallel_work = int64_t{1} << 15;
+  // costs more than it saves. At 2^20 char GPT's layer norms ([2048, 128],
+  // ~2^18 points) ran on one of a step's two threads: 0.40-0.50 ms each,
+  // 0.22-0.24 from 2^15 on (jit_bench's profile, 2026-12-03). 2^17 keeps
+  // that and leaves smaller regions (Fashion's [128, 512] gradients,
+  // 2^16) on one thread, unmeasured either way: each parallel region is a
+  // fork and a join, and under CPU steal a join waits for a descheduled
+  // thread. (PyTorch's grain for its elementwise loops is 2^15 elements.)
+  // Tests lower it.
+  int64_t parallel_work = int64_t{1} << 17;
   // Threads that compile the program's kernels when the runner is made
   // (0: every core this process may run on); equal kernels compile once.
   int compile_threads = 0;

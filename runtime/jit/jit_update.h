@@ -29,7 +29,7 @@ inline constexpr int64_t kUpdateChunk = int64_t{1} << 16;
 // A table is spread over the threads only from this many elements on: below
 // it, waking threads costs more than it saves. (JitOptions::parallel_work,
 // the regions' threshold, was the same until char GPT's profile lowered it
-// to 2^15; the update's was not measured again.)
+// to 2^17; the update's was not measured again.)
 inline constexpr int64_t kUpdateParallelElements = int64_t{1} << 20;
 
 // The variants `opt` runs (sgd with momentum: its first step and the rest).
