@@ -509,11 +509,11 @@ void Emitter::chunkedRows() {
 // reductions and its output phase then visit one [batch, seq] row after
 // another and re-read that row from L1, where phase after phase over a whole
 // chunk would re-read it from L2 or beyond (char GPT's [2048, 128] layer
-// norms took 1.4-1.7x as long in a step, docs/compiler.md). Always legal: a phase stores only buffers of its own
-// space's shape (its additions into partials aside: only the tail reads
-// them), so at a point of the shared dims it writes every element a later
-// phase reads there. Each phase's points and each sum's order are as
-// before, so are the bits.
+// norms took 1.4-1.7x as long in a step, docs/compiler.md). Always legal: a
+// phase stores only buffers of its own space's shape (its additions into
+// partials aside: only the tail reads them), so at a point of the shared
+// dims it writes every element a later phase reads there. Each phase's
+// points and each sum's order are as before, so are the bits.
 void Emitter::phaseNest(bool tail) {
   std::vector<const PlanPhase*> phases;
   for (const PlanPhase& phase : plan_.phases)

@@ -188,6 +188,27 @@ struct Band {
   int64_t n_hi = kAll, k_lo = -kAll, k_hi = kAll;
 };
 
+// Rows [i, i + R) of gemmTile: the columns up to the band's last row's
+// (whole blocks of 16 where there are), the terms [from, to) of the sum
+// that any of the R rows needs. Inlined into gemmTile's clones.
+template <int R>
+__attribute__((always_inline)) inline void gemmRows(int64_t i, int64_t n, int64_t k, const float* DTL_RESTRICT a,
+                                                    int64_t lda, const float* DTL_RESTRICT b, int64_t ldb,
+                                                    float* DTL_RESTRICT c, int64_t ldc, float scale, bool accumulate,
+                                                    const Band& band) {
+  const int64_t last = i + R - 1;
+  const int64_t cols = std::min(n, (std::clamp<int64_t>(last + band.n_hi + 1, 0, n) + kW - 1) / kW * kW);
+  const int64_t from = std::clamp<int64_t>(i + band.k_lo, 0, k);
+  const int64_t to = std::clamp<int64_t>(last + band.k_hi + 1, from, k);
+  const float* ai = a + i * lda + from;
+  const float* bk = b + from * ldb;
+  float* ci = c + i * ldc;
+  int64_t j = 0;
+  for (; j + kW <= cols; j += kW)
+    gemmBlock<R, true>(to - from, ai, lda, bk + j, ldb, ci + j, ldc, scale, accumulate, kW);
+  if (j < cols) gemmBlock<R, false>(to - from, ai, lda, bk + j, ldb, ci + j, ldc, scale, accumulate, cols - j);
+}
+
 // c [m, n] (row stride ldc) = scale · a·b, or c + a·b when `accumulate`:
 // a [m, k] (row stride lda), b [k, n] (row stride ldb). Each element is its
 // k products summed in order from 0, whatever the block it falls in — those
@@ -196,34 +217,9 @@ DTL_FAST_CLONES void gemmTile(int64_t m, int64_t n, int64_t k, const float* DTL_
                               const float* DTL_RESTRICT b, int64_t ldb, float* DTL_RESTRICT c, int64_t ldc, float scale,
                               bool accumulate, Band band = {}) {
   constexpr int R = 8;
-  // Rows [i, i + rows): columns up to the band's (whole blocks of 16 where
-  // there are), terms [from, to) of the sum.
-  auto span = [&](int64_t i, int64_t rows, int64_t& cols, int64_t& from, int64_t& to) {
-    const int64_t last = i + rows - 1;
-    cols = std::clamp<int64_t>(last + band.n_hi + 1, 0, n);
-    cols = std::min(n, (cols + kW - 1) / kW * kW);
-    from = std::clamp<int64_t>(i + band.k_lo, 0, k);
-    to = std::clamp<int64_t>(last + band.k_hi + 1, from, k);
-  };
-  int64_t i = 0, cols = 0, from = 0, to = 0;
-  for (; i + R <= m; i += R) {
-    span(i, R, cols, from, to);
-    const float* ai = a + i * lda + from;
-    const float* bk = b + from * ldb;
-    int64_t j = 0;
-    for (; j + kW <= cols; j += kW)
-      gemmBlock<R, true>(to - from, ai, lda, bk + j, ldb, c + i * ldc + j, ldc, scale, accumulate, kW);
-    if (j < cols) gemmBlock<R, false>(to - from, ai, lda, bk + j, ldb, c + i * ldc + j, ldc, scale, accumulate, cols - j);
-  }
-  for (; i < m; ++i) {
-    span(i, 1, cols, from, to);
-    const float* ai = a + i * lda + from;
-    const float* bk = b + from * ldb;
-    int64_t j = 0;
-    for (; j + kW <= cols; j += kW)
-      gemmBlock<1, true>(to - from, ai, lda, bk + j, ldb, c + i * ldc + j, ldc, scale, accumulate, kW);
-    if (j < cols) gemmBlock<1, false>(to - from, ai, lda, bk + j, ldb, c + i * ldc + j, ldc, scale, accumulate, cols - j);
-  }
+  int64_t i = 0;
+  for (; i + R <= m; i += R) gemmRows<R>(i, n, k, a, lda, b, ldb, c, ldc, scale, accumulate, band);
+  for (; i < m; ++i) gemmRows<1>(i, n, k, a, lda, b, ldb, c, ldc, scale, accumulate, band);
 }
 
 // The largest of 16 lanes, none NaN, by halving.
@@ -283,7 +279,8 @@ DTL_FAST_CLONES void onlineRow(float* DTL_RESTRICT s, int64_t vis, int64_t cols,
     added += s[j] = e;
   }
   for (int64_t j = whole; j < vis; ++j) added += s[j] = std::exp(s[j] - base);
-  for (int64_t j = std::max(whole, vis); j < cols; ++j) s[j] = 0.0f;  // still multiplied by v: 0·inf = NaN as the reference's
+  // still multiplied by v: 0·inf = NaN as the reference's
+  for (int64_t j = std::max(whole, vis); j < cols; ++j) s[j] = 0.0f;
   sum = sum * keep + added;
   DTL_SIMD for (int64_t d = 0; d < dim; ++d) o[d] *= keep;
   m = next;

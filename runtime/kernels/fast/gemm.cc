@@ -276,10 +276,11 @@ namespace {
 // the GEMM's O(M·K·N) and is skipped for M ≥ 512, where oneDNN packs B
 // itself. On Intel (a 2-core Sapphire Rapids, 2026-12-03) the copy costs
 // more than it saves: 256×1024×1024 in column halves on two threads 150
-// GFLOP/s unpadded against 135 padded (the copy included); char GPT's weight gradient
-// [d=128, hidden=512] over 2048 tokens 1.75–2.55 ms unpadded against
-// 3.07–3.94 ms padded, in a step (jit_bench's profile, alternated). So only
-// AMD hosts pad (an AMD host with AVX-512 is not measured either way).
+// GFLOP/s unpadded against 135 padded (the copy included); char GPT's
+// weight gradient [d=128, hidden=512] over 2048 tokens 1.75–2.55 ms
+// unpadded against 3.07–3.94 ms padded, in a step (jit_bench's profile,
+// alternated). So only AMD hosts pad (an AMD host with AVX-512 is not
+// measured either way).
 constexpr int64_t kPadRows = 16;  // floats: one cache line
 bool hostPadsRows() {
 #if defined(__x86_64__)
