@@ -6,7 +6,8 @@
 // recomputes a tile's probabilities from it, P = exp(S − lse), and with
 // D_i = Σ_d dy_i·out_i (= Σ_j P_ij·dP_ij):
 //   dv = Pᵀ·dy,  dP = dy·vᵀ,  dS = P ⊙ (dP − D) / √dim,  dq = dS·k,  dk = dSᵀ·q
-// accumulating dk and dv per key block and dq per query row.
+// accumulating dk and dv per key block and dq per query row, each in the
+// pair's own rows of the outputs.
 //
 // Hand-written loops rather than generated ones (docs/compiler.md, "Fused
 // attention"): the online softmax's running max and rescaling, the causal
@@ -100,6 +101,18 @@ DTL_FAST_CLONES void rowDots(const float* DTL_RESTRICT a, const float* DTL_RESTR
     float sum = 0;
     for (int64_t c = 0; c < dim; ++c) sum += a[i * ld + c] * b[i * ld + c];
     d[i] = sum;
+  }
+}
+
+// x [rows, dim] (row stride ld) = 0 in whole 16-lane stores: a memset call
+// per row of char GPT's 32 floats cost more than its stores.
+DTL_FAST_CLONES void zeroRows(float* DTL_RESTRICT x, int64_t rows, int64_t dim, int64_t ld) {
+  const V16 zero = {};
+  for (int64_t i = 0; i < rows; ++i) {
+    float* row = x + i * ld;
+    int64_t c = 0;
+    for (; c + kW <= dim; c += kW) std::memcpy(row + c, &zero, sizeof zero);
+    for (; c < dim; ++c) row[c] = 0.0f;
   }
 }
 
@@ -241,6 +254,23 @@ __attribute__((always_inline)) inline float maxOfLanes(V16 v) {
   return maxOfLanes(v, std::make_integer_sequence<int, kW>{});
 }
 
+// The sum of 16 lanes by halving: lane l + 8 onto l, then + 4, + 2, + 1 (a
+// fixed order; four dependent adds where a lane-by-lane sum takes sixteen).
+template <int... C>
+__attribute__((always_inline)) inline float sumOfLanes(V16 v, std::integer_sequence<int, C...>) {
+  v += __builtin_shufflevector(v, v, ((C + 8) % kW)...);
+  v += __builtin_shufflevector(v, v, ((C + 4) % kW)...);
+  v += __builtin_shufflevector(v, v, ((C + 2) % kW)...);
+  v += __builtin_shufflevector(v, v, ((C + 1) % kW)...);
+  return v[0];
+}
+__attribute__((always_inline)) inline float sumOfLanes(V16 v) {
+  return sumOfLanes(v, std::make_integer_sequence<int, kW>{});
+}
+
+// 0, 1, …, 15: lane numbers, to mask a block's lanes past a row's end.
+constexpr V16 kLane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
 // The first `vis` of a row's `cols` entries rounded up to whole 16-lane
 // blocks (within the row): an exp loop over them, the masked lanes of its
 // last block zeroed by a select, makes only vector calls — the scalar calls
@@ -261,9 +291,21 @@ DTL_FAST_CLONES void onlineRow(float* DTL_RESTRICT s, int64_t vis, int64_t cols,
                                float* DTL_RESTRICT o, int64_t dim) {
   // The block's max, skipping NaN (exp(NaN) still spreads it): 16 lanes,
   // then across them (a max is exact in any order).
-  V16 lanes = V16{} - kInf;
-  for (int64_t j0 = 0; j0 < vis; j0 += kW) {
-    V16 v = V16{} - kInf;
+  // Whole blocks are loaded whole, their lanes past `vis` masked by a
+  // compare (a copy of a variable length went through the stack: rep movs
+  // and a stalled reload, 18 % of this function in char GPT's forward).
+  const V16 minus_inf = V16{} - kInf;
+  V16 lanes = minus_inf;
+  const int64_t whole = wholeBlocks(vis, cols);
+  int64_t j0 = 0;
+  for (; j0 < whole; j0 += kW) {
+    V16 v;
+    std::memcpy(&v, s + j0, sizeof v);
+    v = kLane < static_cast<float>(vis - j0) ? v : minus_inf;
+    lanes = v > lanes ? v : lanes;
+  }
+  for (; j0 < vis; j0 += kW) {  // a row's last, partial block
+    V16 v = minus_inf;
     std::memcpy(&v, s + j0, static_cast<size_t>(std::min<int64_t>(kW, vis - j0)) * sizeof(float));
     lanes = v > lanes ? v : lanes;
   }
@@ -271,13 +313,15 @@ DTL_FAST_CLONES void onlineRow(float* DTL_RESTRICT s, int64_t vis, int64_t cols,
   const float next = block > m ? block : m;
   const float base = next == -kInf ? 0.0f : next;
   const float keep = m == -kInf ? 0.0f : std::exp(m - base);  // exp(−inf) is +0: no call on a row's first block
-  float added = 0;
-  const int64_t whole = wholeBlocks(vis, cols);
-  DTL_SIMD_SUM(added)
-  for (int64_t j = 0; j < whole; ++j) {
-    const float e = j < vis ? std::exp(s[j] - base) : 0.0f;
-    added += s[j] = e;
+  DTL_SIMD for (int64_t j = 0; j < whole; ++j) s[j] = j < vis ? std::exp(s[j] - base) : 0.0f;
+  // Summed as 16 lanes (lane l: entries l, l + 16, …) and then by halving.
+  V16 acc = {};
+  for (int64_t j = 0; j < whole; j += kW) {
+    V16 e;
+    std::memcpy(&e, s + j, sizeof e);
+    acc += e;
   }
+  float added = sumOfLanes(acc);
   for (int64_t j = whole; j < vis; ++j) added += s[j] = std::exp(s[j] - base);
   // still multiplied by v: 0·inf = NaN as the reference's
   for (int64_t j = std::max(whole, vis); j < cols; ++j) s[j] = 0.0f;
@@ -328,13 +372,11 @@ void forwardPair(const Heads& l, const float* q, const float* k, const float* v,
 }
 
 struct BackwardTiles {
-  float *kt, *vt, *p, *ds, *pt, *dk, *dv, *rowterm;
-  static int64_t words(int64_t dim, int64_t sq) {
-    return 2 * dim * kBlockK + 3 * kBlockQ * kBlockK + 2 * kBlockK * dim + sq;
-  }
+  float *kt, *vt, *p, *ds, *pt, *rowterm;
+  static int64_t words(int64_t dim, int64_t sq) { return 2 * dim * kBlockK + 3 * kBlockQ * kBlockK + sq; }
   BackwardTiles(float* w, int64_t dim)
       : kt(w), vt(kt + dim * kBlockK), p(vt + dim * kBlockK), ds(p + kBlockQ * kBlockK), pt(ds + kBlockQ * kBlockK),
-        dk(pt + kBlockQ * kBlockK), dv(dk + kBlockK * dim), rowterm(dv + kBlockK * dim) {}
+        rowterm(pt + kBlockQ * kBlockK) {}
 };
 
 // One row of probabilityTiles: p = exp(s − lse) (masked 0) and, with `d`,
@@ -399,14 +441,16 @@ void backwardPair(const Heads& l, const float* q, const float* k, const float* v
   } else {
     rowTermsOverAllKeys(l, q, k, v, dy, lse, causal, b, h, t);
   }
-  for (int64_t i = 0; i < l.sq; ++i) std::fill(dq + qo + i * ld, dq + qo + i * ld + l.dim, 0.0f);
+  // dq, dk and dv are summed in place, in the pair's own rows of the outputs.
+  zeroRows(dq + qo, l.sq, l.dim, ld);
   const bool skip = causal && finite;
   for (int64_t k0 = 0; k0 < l.sk; k0 += kBlockK) {
     const int64_t cols = std::min(kBlockK, l.sk - k0);
     transposeRows(k + ko + k0 * ld, ld, cols, l.dim, t.kt);
     transposeRows(v + ko + k0 * ld, ld, cols, l.dim, t.vt);
-    std::fill(t.dk, t.dk + cols * l.dim, 0.0f);
-    std::fill(t.dv, t.dv + cols * l.dim, 0.0f);
+    float *dk_block = dk + ko + k0 * ld, *dv_block = dv + ko + k0 * ld;
+    zeroRows(dk_block, cols, l.dim, ld);
+    zeroRows(dv_block, cols, l.dim, ld);
     // Queries before k0 see none of these keys: start at the block holding query k0.
     for (int64_t q0 = skip ? k0 / kBlockQ * kBlockQ : 0; q0 < l.sq; q0 += kBlockQ) {
       const int64_t rows = std::min(kBlockQ, l.sq - q0);
@@ -415,14 +459,10 @@ void backwardPair(const Heads& l, const float* q, const float* k, const float* v
       // query's end at the last key it sees (the rest: exact zeros).
       const Band seen_by = skip ? Band{.k_lo = k0 - q0} : Band{}, sees = skip ? Band{.k_hi = q0 - k0} : Band{};
       transposeRows(t.p, cols, rows, cols, t.pt);  // [cols, rows]
-      gemmTile(cols, l.dim, rows, t.pt, rows, dy + qo + q0 * ld, ld, t.dv, l.dim, 1.0f, true, seen_by);
+      gemmTile(cols, l.dim, rows, t.pt, rows, dy + qo + q0 * ld, ld, dv_block, ld, 1.0f, true, seen_by);
       transposeRows(t.ds, cols, rows, cols, t.pt);
-      gemmTile(cols, l.dim, rows, t.pt, rows, q + qo + q0 * ld, ld, t.dk, l.dim, 1.0f, true, seen_by);
+      gemmTile(cols, l.dim, rows, t.pt, rows, q + qo + q0 * ld, ld, dk_block, ld, 1.0f, true, seen_by);
       gemmTile(rows, l.dim, cols, t.ds, cols, k + ko + k0 * ld, ld, dq + qo + q0 * ld, ld, 1.0f, true, sees);
-    }
-    for (int64_t j = 0; j < cols; ++j) {
-      std::memcpy(dk + ko + (k0 + j) * ld, t.dk + j * l.dim, static_cast<size_t>(l.dim) * sizeof(float));
-      std::memcpy(dv + ko + (k0 + j) * ld, t.dv + j * l.dim, static_cast<size_t>(l.dim) * sizeof(float));
     }
   }
 }
