@@ -155,8 +155,10 @@ DTL_FAST_CLONES void transposeRows(const float* DTL_RESTRICT x, int64_t ld, int6
 }
 
 // One register block of gemmTile: R rows × 16 columns of c (`width` of them
-// when not Full), summed over k in order. Inlined into gemmTile's clones.
-template <int R, bool Full>
+// when not Full), summed over k in order; a's element (r, p) at
+// a[r · lda + p], or at a[p · lda + r] when TransA. Inlined into gemmTile's
+// clones.
+template <int R, bool Full, bool TransA>
 __attribute__((always_inline)) inline void gemmBlock(int64_t k, const float* DTL_RESTRICT a, int64_t lda,
                                                      const float* DTL_RESTRICT b, int64_t ldb, float* DTL_RESTRICT c,
                                                      int64_t ldc, float scale, bool accumulate, int64_t width) {
@@ -173,7 +175,7 @@ __attribute__((always_inline)) inline void gemmBlock(int64_t k, const float* DTL
       std::memcpy(&bv, part, sizeof bv);
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) acc[r] += a[r * lda + p] * bv;
+    for (int r = 0; r < R; ++r) acc[r] += (TransA ? a[p * lda + r] : a[r * lda + p]) * bv;
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -204,7 +206,7 @@ struct Band {
 // Rows [i, i + R) of gemmTile: the columns up to the band's last row's
 // (whole blocks of 16 where there are), the terms [from, to) of the sum
 // that any of the R rows needs. Inlined into gemmTile's clones.
-template <int R>
+template <int R, bool TransA>
 __attribute__((always_inline)) inline void gemmRows(int64_t i, int64_t n, int64_t k, const float* DTL_RESTRICT a,
                                                     int64_t lda, const float* DTL_RESTRICT b, int64_t ldb,
                                                     float* DTL_RESTRICT c, int64_t ldc, float scale, bool accumulate,
@@ -213,26 +215,38 @@ __attribute__((always_inline)) inline void gemmRows(int64_t i, int64_t n, int64_
   const int64_t cols = std::min(n, (std::clamp<int64_t>(last + band.n_hi + 1, 0, n) + kW - 1) / kW * kW);
   const int64_t from = std::clamp<int64_t>(i + band.k_lo, 0, k);
   const int64_t to = std::clamp<int64_t>(last + band.k_hi + 1, from, k);
-  const float* ai = a + i * lda + from;
+  const float* ai = TransA ? a + from * lda + i : a + i * lda + from;
   const float* bk = b + from * ldb;
   float* ci = c + i * ldc;
   int64_t j = 0;
   for (; j + kW <= cols; j += kW)
-    gemmBlock<R, true>(to - from, ai, lda, bk + j, ldb, ci + j, ldc, scale, accumulate, kW);
-  if (j < cols) gemmBlock<R, false>(to - from, ai, lda, bk + j, ldb, ci + j, ldc, scale, accumulate, cols - j);
+    gemmBlock<R, true, TransA>(to - from, ai, lda, bk + j, ldb, ci + j, ldc, scale, accumulate, kW);
+  if (j < cols) gemmBlock<R, false, TransA>(to - from, ai, lda, bk + j, ldb, ci + j, ldc, scale, accumulate, cols - j);
 }
 
 // c [m, n] (row stride ldc) = scale · a·b, or c + a·b when `accumulate`:
-// a [m, k] (row stride lda), b [k, n] (row stride ldb). Each element is its
-// k products summed in order from 0, whatever the block it falls in — those
-// outside `band` left out (per block of rows: a superset of each row's).
-DTL_FAST_CLONES void gemmTile(int64_t m, int64_t n, int64_t k, const float* DTL_RESTRICT a, int64_t lda,
-                              const float* DTL_RESTRICT b, int64_t ldb, float* DTL_RESTRICT c, int64_t ldc, float scale,
-                              bool accumulate, Band band = {}) {
+// a [m, k] (row stride lda; with `trans_a` stored as [k, m], so the
+// backward's Pᵀ·dy and dSᵀ·q read P and dS as they are, no transpose), b
+// [k, n] (row stride ldb). Each element is its k products summed in order
+// from 0, whatever the block it falls in — those outside `band` left out
+// (per block of rows: a superset of each row's).
+template <bool TransA>
+__attribute__((always_inline)) inline void gemmAllRows(int64_t m, int64_t n, int64_t k, const float* DTL_RESTRICT a,
+                                                       int64_t lda, const float* DTL_RESTRICT b, int64_t ldb,
+                                                       float* DTL_RESTRICT c, int64_t ldc, float scale, bool accumulate,
+                                                       const Band& band) {
   constexpr int R = 8;
   int64_t i = 0;
-  for (; i + R <= m; i += R) gemmRows<R>(i, n, k, a, lda, b, ldb, c, ldc, scale, accumulate, band);
-  for (; i < m; ++i) gemmRows<1>(i, n, k, a, lda, b, ldb, c, ldc, scale, accumulate, band);
+  for (; i + R <= m; i += R) gemmRows<R, TransA>(i, n, k, a, lda, b, ldb, c, ldc, scale, accumulate, band);
+  for (; i < m; ++i) gemmRows<1, TransA>(i, n, k, a, lda, b, ldb, c, ldc, scale, accumulate, band);
+}
+DTL_FAST_CLONES void gemmTile(int64_t m, int64_t n, int64_t k, const float* DTL_RESTRICT a, int64_t lda,
+                              const float* DTL_RESTRICT b, int64_t ldb, float* DTL_RESTRICT c, int64_t ldc, float scale,
+                              bool accumulate, Band band = {}, bool trans_a = false) {
+  if (trans_a)
+    gemmAllRows<true>(m, n, k, a, lda, b, ldb, c, ldc, scale, accumulate, band);
+  else
+    gemmAllRows<false>(m, n, k, a, lda, b, ldb, c, ldc, scale, accumulate, band);
 }
 
 // The largest of 16 lanes, none NaN, by halving.
@@ -372,11 +386,10 @@ void forwardPair(const Heads& l, const float* q, const float* k, const float* v,
 }
 
 struct BackwardTiles {
-  float *kt, *vt, *p, *ds, *pt, *rowterm;
-  static int64_t words(int64_t dim, int64_t sq) { return 2 * dim * kBlockK + 3 * kBlockQ * kBlockK + sq; }
+  float *kt, *vt, *p, *ds, *rowterm;
+  static int64_t words(int64_t dim, int64_t sq) { return 2 * dim * kBlockK + 2 * kBlockQ * kBlockK + sq; }
   BackwardTiles(float* w, int64_t dim)
-      : kt(w), vt(kt + dim * kBlockK), p(vt + dim * kBlockK), ds(p + kBlockQ * kBlockK), pt(ds + kBlockQ * kBlockK),
-        rowterm(pt + kBlockQ * kBlockK) {}
+      : kt(w), vt(kt + dim * kBlockK), p(vt + dim * kBlockK), ds(p + kBlockQ * kBlockK), rowterm(ds + kBlockQ * kBlockK) {}
 };
 
 // One row of probabilityTiles: p = exp(s − lse) (masked 0) and, with `d`,
@@ -458,10 +471,8 @@ void backwardPair(const Heads& l, const float* q, const float* k, const float* v
       // With `skip`, a key's sums start at the first query that sees it, a
       // query's end at the last key it sees (the rest: exact zeros).
       const Band seen_by = skip ? Band{.k_lo = k0 - q0} : Band{}, sees = skip ? Band{.k_hi = q0 - k0} : Band{};
-      transposeRows(t.p, cols, rows, cols, t.pt);  // [cols, rows]
-      gemmTile(cols, l.dim, rows, t.pt, rows, dy + qo + q0 * ld, ld, dv_block, ld, 1.0f, true, seen_by);
-      transposeRows(t.ds, cols, rows, cols, t.pt);
-      gemmTile(cols, l.dim, rows, t.pt, rows, q + qo + q0 * ld, ld, dk_block, ld, 1.0f, true, seen_by);
+      gemmTile(cols, l.dim, rows, t.p, cols, dy + qo + q0 * ld, ld, dv_block, ld, 1.0f, true, seen_by, true);  // Pᵀ·dy
+      gemmTile(cols, l.dim, rows, t.ds, cols, q + qo + q0 * ld, ld, dk_block, ld, 1.0f, true, seen_by, true);  // dSᵀ·q
       gemmTile(rows, l.dim, cols, t.ds, cols, k + ko + k0 * ld, ld, dq + qo + q0 * ld, ld, 1.0f, true, sees);
     }
   }
