@@ -115,6 +115,7 @@ const std::vector<Case>& shapes() {
       {{}, 150, 1, 2, 4},                        // one key
       {{{"b", 2}}, 64, 64, 4, 32},               // char GPT's heads: whole 16×16 transpose blocks
       {{}, 83, 83, 2, 40},                       // 16×16 blocks and their edges
+      {{{"b", 2}}, 70, 75, 4, 66},               // rows 264 floats apart: q, k, v, dy packed (kPackStride)
   };
   return k;
 }
@@ -132,9 +133,10 @@ TEST_F(AttentionTest, FastMatchesReference) {
 // the reference's 0·inf spreads it there.
 TEST_F(AttentionTest, NonFiniteSpreadsAsTheReference) {
   const float kNan = std::numeric_limits<float>::quiet_NaN(), kInf = std::numeric_limits<float>::infinity();
-  // dim 6: the scan's scalar tail; dim 33: its 16-lane part (column 20) and tail (column 32).
+  // dim 6: the scan's scalar tail; dim 33: its 16-lane part (column 20) and tail (column 32); 8 heads of 33:
+  // rows 264 floats apart, packed.
   for (auto [c, column] : {std::pair{Case{{{"b", 2}}, 140, 140, 2, 6}, 2}, {Case{{{"b", 2}}, 140, 140, 2, 33}, 20},
-                           {Case{{{"b", 2}}, 140, 140, 2, 33}, 32}})
+                           {Case{{{"b", 2}}, 140, 140, 2, 33}, 32}, {Case{{{"b", 2}}, 140, 140, 8, 33}, 32}})
     for (int operand = 0; operand < 4; ++operand)
       for (float bad : {kNan, kInf, -kInf})
         for (int64_t row : {3, 135})

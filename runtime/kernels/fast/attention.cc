@@ -344,11 +344,33 @@ DTL_FAST_CLONES void onlineRow(float* DTL_RESTRICT s, int64_t vis, int64_t cols,
   m = next;
 }
 
+// Rows of q and v at least this many floats apart are copied into dense
+// tiles before the tile products read them: at GPT-2's 12 heads × 64 (3 KiB
+// apart) a tile's 64 rows fall into a quarter of L1's sets and evict each
+// other (the products stalled on those loads); char GPT's rows (512 bytes
+// apart) stay where they are. The products are the same, and so are the bits.
+constexpr int64_t kPackStride = 256;
+
+// dst [rows, dim] (dense) = the [rows, dim] view at src (row stride ld).
+DTL_FAST_CLONES void packRows(const float* DTL_RESTRICT src, int64_t ld, int64_t rows, int64_t dim,
+                              float* DTL_RESTRICT dst) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* from = src + i * ld;
+    float* to = dst + i * dim;
+    int64_t c = 0;
+    for (; c + kW <= dim; c += kW) std::memcpy(to + c, from + c, sizeof(V16));
+    for (; c < dim; ++c) to[c] = from[c];
+  }
+}
+
 struct ForwardTiles {
-  float *kt, *s, *o, *m, *sum;
-  static int64_t words(int64_t dim) { return dim * kBlockK + kBlockQ * kBlockK + kBlockQ * dim + 2 * kBlockQ; }
+  float *kt, *s, *o, *m, *sum, *qp, *vp;  // qp, vp: q's and v's blocks, dense (kPackStride)
+  static int64_t words(int64_t dim) {
+    return dim * kBlockK + kBlockQ * kBlockK + kBlockQ * dim + 2 * kBlockQ + kBlockQ * dim + kBlockK * dim;
+  }
   ForwardTiles(float* w, int64_t dim)
-      : kt(w), s(kt + dim * kBlockK), o(s + kBlockQ * kBlockK), m(o + kBlockQ * dim), sum(m + kBlockQ) {}
+      : kt(w), s(kt + dim * kBlockK), o(s + kBlockQ * kBlockK), m(o + kBlockQ * dim), sum(m + kBlockQ),
+        qp(sum + kBlockQ), vp(qp + kBlockQ * dim) {}
 };
 
 void forwardPair(const Heads& l, const float* q, const float* k, const float* v, bool causal, int64_t b, int64_t h,
@@ -358,24 +380,28 @@ void forwardPair(const Heads& l, const float* q, const float* k, const float* v,
   const float scale = 1.0f / std::sqrt(static_cast<float>(l.dim));
   const bool skip = causal && !nonFinite(q + qo, l.sq, l.dim, ld) && !nonFinite(k + ko, l.sk, l.dim, ld) &&
                     !nonFinite(v + ko, l.sk, l.dim, ld);
+  const bool pack = ld >= kPackStride;
+  const int64_t lp = pack ? l.dim : ld;  // the row stride the products read q and v at
   for (int64_t q0 = 0; q0 < l.sq; q0 += kBlockQ) {
     const int64_t rows = std::min(kBlockQ, l.sq - q0);
     std::fill(t.m, t.m + rows, -kInf);
     std::fill(t.sum, t.sum + rows, 0.0f);
     std::fill(t.o, t.o + rows * l.dim, 0.0f);
+    const float* qb = q + qo + q0 * ld;
+    if (pack) qb = (packRows(qb, ld, rows, l.dim, t.qp), t.qp);
     const int64_t kend = skip ? l.visible(q0 + rows - 1, true) : l.sk;
     for (int64_t k0 = 0; k0 < kend; k0 += kBlockK) {
       const int64_t cols = std::min(kBlockK, l.sk - k0);
       transposeRows(k + ko + k0 * ld, ld, cols, l.dim, t.kt);
       // With `skip`, a row's masked keys are neither scored nor summed (exact zeros).
-      gemmTile(rows, cols, l.dim, q + qo + q0 * ld, ld, t.kt, cols, t.s, cols, scale, false,
-               skip ? Band{.n_hi = q0 - k0} : Band{});
+      gemmTile(rows, cols, l.dim, qb, lp, t.kt, cols, t.s, cols, scale, false, skip ? Band{.n_hi = q0 - k0} : Band{});
       for (int64_t i = 0; i < rows; ++i) {
         const int64_t vis = std::clamp<int64_t>(l.visible(q0 + i, causal) - k0, 0, cols);
         onlineRow(t.s + i * cols, vis, cols, t.m[i], t.sum[i], t.o + i * l.dim, l.dim);
       }
-      gemmTile(rows, l.dim, cols, t.s, cols, v + ko + k0 * ld, ld, t.o, l.dim, 1.0f, true,
-               skip ? Band{.k_hi = q0 - k0} : Band{});
+      const float* vb = v + ko + k0 * ld;
+      if (pack) vb = (packRows(vb, ld, cols, l.dim, t.vp), t.vp);
+      gemmTile(rows, l.dim, cols, t.s, cols, vb, lp, t.o, l.dim, 1.0f, true, skip ? Band{.k_hi = q0 - k0} : Band{});
     }
     for (int64_t i = 0; i < rows; ++i) {
       float* out = y + qo + (q0 + i) * ld;
@@ -386,10 +412,20 @@ void forwardPair(const Heads& l, const float* q, const float* k, const float* v,
 }
 
 struct BackwardTiles {
-  float *kt, *vt, *p, *ds, *rowterm;
-  static int64_t words(int64_t dim, int64_t sq) { return 2 * dim * kBlockK + 2 * kBlockQ * kBlockK + sq; }
+  float *kt, *vt, *p, *ds, *kp, *qp, *dyp, *rowterm;  // kp, qp, dyp: k's, q's and dy's blocks, dense (kPackStride)
+  static int64_t words(int64_t dim, int64_t sq) {
+    return 2 * dim * kBlockK + 2 * kBlockQ * kBlockK + kBlockK * dim + 2 * kBlockQ * dim + sq;
+  }
   BackwardTiles(float* w, int64_t dim)
-      : kt(w), vt(kt + dim * kBlockK), p(vt + dim * kBlockK), ds(p + kBlockQ * kBlockK), rowterm(ds + kBlockQ * kBlockK) {}
+      : kt(w), vt(kt + dim * kBlockK), p(vt + dim * kBlockK), ds(p + kBlockQ * kBlockK), kp(ds + kBlockQ * kBlockK),
+        qp(kp + kBlockK * dim), dyp(qp + kBlockQ * dim), rowterm(dyp + kBlockQ * dim) {}
+};
+
+// A query block's q and dy rows as the tile products read them: in place
+// (row stride ld) or packed (stride dim).
+struct QueryRows {
+  const float *q, *dy;
+  int64_t ld;
 };
 
 // One row of probabilityTiles: p = exp(s − lse) (masked 0) and, with `d`,
@@ -408,14 +444,12 @@ DTL_FAST_CLONES void probabilityRow(float* DTL_RESTRICT p, float* DTL_RESTRICT d
 // The query block [q0, q0 + rows) against the key block whose transposed k
 // and v are in t.kt, t.vt: t.p = P, t.ds = dS (masked entries 0). Without
 // `d` (D_i still to find), t.ds holds dP.
-void probabilityTiles(const Heads& l, const float* q, const float* dy, const float* lse, bool causal, int64_t b,
-                      int64_t h, int64_t q0, int64_t rows, int64_t k0, int64_t cols, BackwardTiles& t, bool d,
-                      bool skip) {
-  const int64_t ld = l.ld(), qo = l.qOffset(b, h);
+void probabilityTiles(const Heads& l, const QueryRows& r, const float* lse, bool causal, int64_t b, int64_t h,
+                      int64_t q0, int64_t rows, int64_t k0, int64_t cols, BackwardTiles& t, bool d, bool skip) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(l.dim));
   const Band masked = skip ? Band{.n_hi = q0 - k0} : Band{};  // masked scores are not read
-  gemmTile(rows, cols, l.dim, q + qo + q0 * ld, ld, t.kt, cols, t.p, cols, scale, false, masked);
-  gemmTile(rows, cols, l.dim, dy + qo + q0 * ld, ld, t.vt, cols, t.ds, cols, 1.0f, false, masked);
+  gemmTile(rows, cols, l.dim, r.q, r.ld, t.kt, cols, t.p, cols, scale, false, masked);
+  gemmTile(rows, cols, l.dim, r.dy, r.ld, t.vt, cols, t.ds, cols, 1.0f, false, masked);
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t vis = std::clamp<int64_t>(l.visible(q0 + i, causal) - k0, 0, cols);
     const float row_lse = lse[l.lseOffset(b, h) + (q0 + i) * l.heads], row_d = d ? t.rowterm[q0 + i] : 0.0f;
@@ -436,7 +470,8 @@ void rowTermsOverAllKeys(const Heads& l, const float* q, const float* k, const f
     transposeRows(v + ko + k0 * ld, ld, cols, l.dim, t.vt);
     for (int64_t q0 = 0; q0 < l.sq; q0 += kBlockQ) {
       const int64_t rows = std::min(kBlockQ, l.sq - q0);
-      probabilityTiles(l, q, dy, lse, causal, b, h, q0, rows, k0, cols, t, false, false);
+      const QueryRows r{q + l.qOffset(b, h) + q0 * ld, dy + l.qOffset(b, h) + q0 * ld, ld};
+      probabilityTiles(l, r, lse, causal, b, h, q0, rows, k0, cols, t, false, false);
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < cols; ++j) t.rowterm[q0 + i] += t.p[i * cols + j] * t.ds[i * cols + j];
     }
@@ -456,24 +491,33 @@ void backwardPair(const Heads& l, const float* q, const float* k, const float* v
   }
   // dq, dk and dv are summed in place, in the pair's own rows of the outputs.
   zeroRows(dq + qo, l.sq, l.dim, ld);
-  const bool skip = causal && finite;
+  const bool skip = causal && finite, pack = ld >= kPackStride;
   for (int64_t k0 = 0; k0 < l.sk; k0 += kBlockK) {
     const int64_t cols = std::min(kBlockK, l.sk - k0);
     transposeRows(k + ko + k0 * ld, ld, cols, l.dim, t.kt);
     transposeRows(v + ko + k0 * ld, ld, cols, l.dim, t.vt);
+    const float* kb = k + ko + k0 * ld;
+    if (pack) kb = (packRows(kb, ld, cols, l.dim, t.kp), t.kp);
+    const int64_t lk = pack ? l.dim : ld;
     float *dk_block = dk + ko + k0 * ld, *dv_block = dv + ko + k0 * ld;
     zeroRows(dk_block, cols, l.dim, ld);
     zeroRows(dv_block, cols, l.dim, ld);
     // Queries before k0 see none of these keys: start at the block holding query k0.
     for (int64_t q0 = skip ? k0 / kBlockQ * kBlockQ : 0; q0 < l.sq; q0 += kBlockQ) {
       const int64_t rows = std::min(kBlockQ, l.sq - q0);
-      probabilityTiles(l, q, dy, lse, causal, b, h, q0, rows, k0, cols, t, true, skip);
+      QueryRows r{q + qo + q0 * ld, dy + qo + q0 * ld, ld};
+      if (pack) {
+        packRows(r.q, ld, rows, l.dim, t.qp);
+        packRows(r.dy, ld, rows, l.dim, t.dyp);
+        r = {t.qp, t.dyp, l.dim};
+      }
+      probabilityTiles(l, r, lse, causal, b, h, q0, rows, k0, cols, t, true, skip);
       // With `skip`, a key's sums start at the first query that sees it, a
       // query's end at the last key it sees (the rest: exact zeros).
       const Band seen_by = skip ? Band{.k_lo = k0 - q0} : Band{}, sees = skip ? Band{.k_hi = q0 - k0} : Band{};
-      gemmTile(cols, l.dim, rows, t.p, cols, dy + qo + q0 * ld, ld, dv_block, ld, 1.0f, true, seen_by, true);  // Pᵀ·dy
-      gemmTile(cols, l.dim, rows, t.ds, cols, q + qo + q0 * ld, ld, dk_block, ld, 1.0f, true, seen_by, true);  // dSᵀ·q
-      gemmTile(rows, l.dim, cols, t.ds, cols, k + ko + k0 * ld, ld, dq + qo + q0 * ld, ld, 1.0f, true, sees);
+      gemmTile(cols, l.dim, rows, t.p, cols, r.dy, r.ld, dv_block, ld, 1.0f, true, seen_by, true);  // Pᵀ·dy
+      gemmTile(cols, l.dim, rows, t.ds, cols, r.q, r.ld, dk_block, ld, 1.0f, true, seen_by, true);  // dSᵀ·q
+      gemmTile(rows, l.dim, cols, t.ds, cols, kb, lk, dq + qo + q0 * ld, ld, 1.0f, true, sees);
     }
   }
 }
