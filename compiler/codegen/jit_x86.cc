@@ -36,14 +36,6 @@ namespace {
 
 std::string errorText(llvm::Error e) { return llvm::toString(std::move(e)); }
 
-bool amdHost() {
-#if defined(__x86_64__) || defined(__i386__)
-  return __builtin_cpu_is("amd");
-#else
-  return false;
-#endif
-}
-
 HostTarget detectHost() {
   HostTarget h;
   h.triple = llvm::sys::getProcessTriple();
@@ -54,14 +46,13 @@ HostTarget detectHost() {
     for (const auto& f : features) list.push_back((f.second ? "+" : "-") + f.first().str());
   std::sort(list.begin(), list.end());  // StringMap's order is its hash's: sort for a stable key
   for (const std::string& f : list) h.features += (h.features.empty() ? "" : ",") + f;
-  // 512-bit vectors on Intel's AVX-512 hosts, where LLVM prefers 256: the
-  // step's GEMMs (oneDNN's AVX-512 kernels) already run the core at its
-  // 512-bit clock, and the regions' libmvec calls do twice the lanes per
-  // call (char GPT's gelu-gradient regions 1.62-2.50 -> 1.24-1.64 ms on this
-  // Sapphire Rapids host, alternated). AMD keeps LLVM's choice: there the
-  // update measured slower at 512 bits (emit_update.cc) and no region was
-  // measured.
-  if (features.lookup("avx512f") && !amdHost()) h.features += ",-prefer-256-bit";
+  // 512-bit vectors on every AVX-512 host. LLVM prefers 256 on Intel's (its
+  // Zen 4 tuning already takes 512): but the step's GEMMs (oneDNN's AVX-512
+  // kernels) run the core at its 512-bit clock anyway, and the regions'
+  // libmvec calls do twice the lanes per call (char GPT's gelu-gradient
+  // regions 1.62-2.50 -> 1.24-1.64 ms on this Sapphire Rapids host,
+  // alternated). The optimiser update keeps 256 bits (emit_update.cc).
+  if (features.lookup("avx512f")) h.features += ",-prefer-256-bit";
   // Testing another x86 level on this host ("-avx512f", "-avx512f,-avx2,-avx"):
   // LLVM lets a later feature override an earlier one.
   if (const char* extra = std::getenv("DTL_JIT_FEATURES"); extra && *extra) {

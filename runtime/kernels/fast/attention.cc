@@ -344,11 +344,12 @@ DTL_FAST_CLONES void onlineRow(float* DTL_RESTRICT s, int64_t vis, int64_t cols,
   m = next;
 }
 
-// Rows of q and v at least this many floats apart are copied into dense
-// tiles before the tile products read them: at GPT-2's 12 heads × 64 (3 KiB
-// apart) a tile's 64 rows fall into a quarter of L1's sets and evict each
-// other (the products stalled on those loads); char GPT's rows (512 bytes
-// apart) stay where they are. The products are the same, and so are the bits.
+// Rows at least this many floats apart (and not contiguous) are copied into
+// dense tiles before the tile products read them — the forward's q and v,
+// the backward's k, q and dy: at GPT-2's 12 heads × 64 (3 KiB apart) a
+// tile's 64 rows fall into a quarter of L1's sets and evict each other (the
+// products stalled on those loads); char GPT's rows (512 bytes apart) stay
+// where they are. The products are the same, and so are the bits.
 constexpr int64_t kPackStride = 256;
 
 // dst [rows, dim] (dense) = the [rows, dim] view at src (row stride ld).
@@ -362,6 +363,14 @@ DTL_FAST_CLONES void packRows(const float* DTL_RESTRICT src, int64_t ld, int64_t
     for (; c < dim; ++c) to[c] = from[c];
   }
 }
+
+// packRows into `tile`, which is returned.
+const float* packed(const float* src, int64_t ld, int64_t rows, int64_t dim, float* tile) {
+  packRows(src, ld, rows, dim, tile);
+  return tile;
+}
+
+bool packs(const Heads& l) { return l.ld() >= kPackStride && l.ld() != l.dim; }
 
 struct ForwardTiles {
   float *kt, *s, *o, *m, *sum, *qp, *vp;  // qp, vp: q's and v's blocks, dense (kPackStride)
@@ -380,7 +389,7 @@ void forwardPair(const Heads& l, const float* q, const float* k, const float* v,
   const float scale = 1.0f / std::sqrt(static_cast<float>(l.dim));
   const bool skip = causal && !nonFinite(q + qo, l.sq, l.dim, ld) && !nonFinite(k + ko, l.sk, l.dim, ld) &&
                     !nonFinite(v + ko, l.sk, l.dim, ld);
-  const bool pack = ld >= kPackStride;
+  const bool pack = packs(l);
   const int64_t lp = pack ? l.dim : ld;  // the row stride the products read q and v at
   for (int64_t q0 = 0; q0 < l.sq; q0 += kBlockQ) {
     const int64_t rows = std::min(kBlockQ, l.sq - q0);
@@ -388,7 +397,7 @@ void forwardPair(const Heads& l, const float* q, const float* k, const float* v,
     std::fill(t.sum, t.sum + rows, 0.0f);
     std::fill(t.o, t.o + rows * l.dim, 0.0f);
     const float* qb = q + qo + q0 * ld;
-    if (pack) qb = (packRows(qb, ld, rows, l.dim, t.qp), t.qp);
+    if (pack) qb = packed(qb, ld, rows, l.dim, t.qp);
     const int64_t kend = skip ? l.visible(q0 + rows - 1, true) : l.sk;
     for (int64_t k0 = 0; k0 < kend; k0 += kBlockK) {
       const int64_t cols = std::min(kBlockK, l.sk - k0);
@@ -400,7 +409,7 @@ void forwardPair(const Heads& l, const float* q, const float* k, const float* v,
         onlineRow(t.s + i * cols, vis, cols, t.m[i], t.sum[i], t.o + i * l.dim, l.dim);
       }
       const float* vb = v + ko + k0 * ld;
-      if (pack) vb = (packRows(vb, ld, cols, l.dim, t.vp), t.vp);
+      if (pack) vb = packed(vb, ld, cols, l.dim, t.vp);
       gemmTile(rows, l.dim, cols, t.s, cols, vb, lp, t.o, l.dim, 1.0f, true, skip ? Band{.k_hi = q0 - k0} : Band{});
     }
     for (int64_t i = 0; i < rows; ++i) {
@@ -491,13 +500,13 @@ void backwardPair(const Heads& l, const float* q, const float* k, const float* v
   }
   // dq, dk and dv are summed in place, in the pair's own rows of the outputs.
   zeroRows(dq + qo, l.sq, l.dim, ld);
-  const bool skip = causal && finite, pack = ld >= kPackStride;
+  const bool skip = causal && finite, pack = packs(l);
   for (int64_t k0 = 0; k0 < l.sk; k0 += kBlockK) {
     const int64_t cols = std::min(kBlockK, l.sk - k0);
     transposeRows(k + ko + k0 * ld, ld, cols, l.dim, t.kt);
     transposeRows(v + ko + k0 * ld, ld, cols, l.dim, t.vt);
     const float* kb = k + ko + k0 * ld;
-    if (pack) kb = (packRows(kb, ld, cols, l.dim, t.kp), t.kp);
+    if (pack) kb = packed(kb, ld, cols, l.dim, t.kp);
     const int64_t lk = pack ? l.dim : ld;
     float *dk_block = dk + ko + k0 * ld, *dv_block = dv + ko + k0 * ld;
     zeroRows(dk_block, cols, l.dim, ld);
@@ -506,11 +515,7 @@ void backwardPair(const Heads& l, const float* q, const float* k, const float* v
     for (int64_t q0 = skip ? k0 / kBlockQ * kBlockQ : 0; q0 < l.sq; q0 += kBlockQ) {
       const int64_t rows = std::min(kBlockQ, l.sq - q0);
       QueryRows r{q + qo + q0 * ld, dy + qo + q0 * ld, ld};
-      if (pack) {
-        packRows(r.q, ld, rows, l.dim, t.qp);
-        packRows(r.dy, ld, rows, l.dim, t.dyp);
-        r = {t.qp, t.dyp, l.dim};
-      }
+      if (pack) r = {packed(r.q, ld, rows, l.dim, t.qp), packed(r.dy, ld, rows, l.dim, t.dyp), l.dim};
       probabilityTiles(l, r, lse, causal, b, h, q0, rows, k0, cols, t, true, skip);
       // With `skip`, a key's sums start at the first query that sees it, a
       // query's end at the last key it sees (the rest: exact zeros).
