@@ -13,6 +13,7 @@
 
 #include "compiler/program/plan_program.h"
 #include "runtime/exec/executor.h"
+#include "runtime/kernels/fast/kernels.h"
 #include "runtime/kernels/reference/attention.h"
 #include "tests/unit/backend_test_util.h"
 
@@ -82,19 +83,29 @@ class AttentionTest : public ::testing::Test {
             normal(headsShape(c, c.sq), rng_)};
   }
 
-  // Fast (1 and 2 threads, bitwise the same; every element written) against the reference.
-  void check(const Case& c, bool causal, Operands& x, const std::string& what) {
+  // Fast (1 and 2 threads, one and two column blocks at a time: bitwise the same; every element written)
+  // against the reference.
+  void check(const Case& c, bool causal, Operands& x, const std::string& what, bool both_widths = true) {
     static const char* const kNames[] = {"out", "lse", "dq", "dk", "dv"};
     RunContext one, two;
     two.threads = 2;
     std::vector<Buf> want = runBoth(*ref_, c, causal, x, one);
     std::vector<Buf> got = runBoth(*fast_, c, causal, x, one);
     std::vector<Buf> got2 = runBoth(*fast_, c, causal, x, two, std::nanf(""));
+    std::vector<Buf> narrow = got, wide = got;
+    if (both_widths) {
+      fast::setAttentionWideBlocks(false);
+      narrow = runBoth(*fast_, c, causal, x, one);
+      fast::setAttentionWideBlocks(true);
+      wide = runBoth(*fast_, c, causal, x, one);
+      fast::setAttentionWideBlocks(std::nullopt);
+    }
     ASSERT_EQ(got.size(), 5u);
     for (size_t k = 0; k < 5; ++k) {
       EXPECT_TRUE(close(got[k], want[k], 1e-5)) << what << ": " << kNames[k] << (causal ? " causal " : " full ")
                                                  << headsShape(c, c.sq).str() << " keys " << c.sk;
       EXPECT_TRUE(sameBits(got[k], got2[k])) << what << ": " << kNames[k] << " differs on 2 threads";
+      EXPECT_TRUE(sameBits(narrow[k], wide[k])) << what << ": " << kNames[k] << " differs with two column blocks";
     }
   }
 
@@ -147,7 +158,8 @@ TEST_F(AttentionTest, NonFiniteSpreadsAsTheReference) {
             t[operand]->f[static_cast<size_t>(((1 * c.sq + row) * c.heads + 0) * c.dim + column)] = bad;
             check(c, causal, x,
                   "dim " + std::to_string(c.dim) + ", operand " + std::to_string(operand) + " = " + std::to_string(bad) +
-                      " at row " + std::to_string(row) + ", column " + std::to_string(column));
+                      " at row " + std::to_string(row) + ", column " + std::to_string(column),
+                  /*both_widths=*/row == 135);
           }
 }
 

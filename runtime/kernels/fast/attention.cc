@@ -28,6 +28,7 @@
 // reference's, so NaN lands where the reference puts it. (Scores that
 // overflow from finite inputs are not looked for.)
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -193,6 +194,57 @@ __attribute__((always_inline)) inline void gemmBlock(int64_t k, const float* DTL
   }
 }
 
+// Two full blocks of 16 columns side by side: 2R accumulators, each
+// element of a broadcast once for both (half the loads per product). With
+// R = 8 that is 16 accumulators: only where the CPU has AVX-512's 32
+// vector registers (gemmRows' `wide`). The same sums in the same order as
+// two gemmBlock calls.
+template <int R, bool TransA>
+__attribute__((always_inline)) inline void gemmBlock2(int64_t k, const float* DTL_RESTRICT a, int64_t lda,
+                                                      const float* DTL_RESTRICT b, int64_t ldb, float* DTL_RESTRICT c,
+                                                      int64_t ldc, float scale, bool accumulate) {
+  V16 acc0[R], acc1[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = V16{};
+  for (int64_t p = 0; p < k; ++p) {
+    V16 b0, b1;
+    std::memcpy(&b0, b + p * ldb, sizeof b0);
+    std::memcpy(&b1, b + p * ldb + kW, sizeof b1);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const float x = TransA ? a[p * lda + r] : a[r * lda + p];
+      acc0[r] += x * b0;
+      acc1[r] += x * b1;
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    float* row = c + r * ldc;
+    V16 old0, old1;
+    std::memcpy(&old0, row, sizeof old0);
+    std::memcpy(&old1, row + kW, sizeof old1);
+    const V16 next0 = accumulate ? old0 + acc0[r] : scale * acc0[r];
+    const V16 next1 = accumulate ? old1 + acc1[r] : scale * acc1[r];
+    std::memcpy(row, &next0, sizeof next0);
+    std::memcpy(row + kW, &next1, sizeof next1);
+  }
+}
+
+// setAttentionWideBlocks: -1 the host's rule, else 0 or 1.
+std::atomic<int> wide_blocks{-1};
+
+// Whether gemmRows takes gemmBlock2: where the CPU has AVX-512 (32 vector
+// registers), unless a test forced it.
+bool wideRegisters() {
+#if defined(__x86_64__)
+  static const bool host = __builtin_cpu_supports("avx512f");
+#else
+  constexpr bool host = false;
+#endif
+  const int forced = wide_blocks.load(std::memory_order_relaxed);
+  return forced < 0 ? host : forced == 1;
+}
+
 // What a causal tile needs, relative to its row r: the columns j <= r + n_hi
 // (the others are never read), and the terms p of each sum in
 // [r + k_lo, r + k_hi] (the others are exact zeros: masked probabilities
@@ -210,7 +262,7 @@ template <int R, bool TransA>
 __attribute__((always_inline)) inline void gemmRows(int64_t i, int64_t n, int64_t k, const float* DTL_RESTRICT a,
                                                     int64_t lda, const float* DTL_RESTRICT b, int64_t ldb,
                                                     float* DTL_RESTRICT c, int64_t ldc, float scale, bool accumulate,
-                                                    const Band& band) {
+                                                    const Band& band, bool wide) {
   const int64_t last = i + R - 1;
   const int64_t cols = std::min(n, (std::clamp<int64_t>(last + band.n_hi + 1, 0, n) + kW - 1) / kW * kW);
   const int64_t from = std::clamp<int64_t>(i + band.k_lo, 0, k);
@@ -219,6 +271,9 @@ __attribute__((always_inline)) inline void gemmRows(int64_t i, int64_t n, int64_
   const float* bk = b + from * ldb;
   float* ci = c + i * ldc;
   int64_t j = 0;
+  if (wide)
+    for (; j + 2 * kW <= cols; j += 2 * kW)
+      gemmBlock2<R, TransA>(to - from, ai, lda, bk + j, ldb, ci + j, ldc, scale, accumulate);
   for (; j + kW <= cols; j += kW)
     gemmBlock<R, true, TransA>(to - from, ai, lda, bk + j, ldb, ci + j, ldc, scale, accumulate, kW);
   if (j < cols) gemmBlock<R, false, TransA>(to - from, ai, lda, bk + j, ldb, ci + j, ldc, scale, accumulate, cols - j);
@@ -236,9 +291,10 @@ __attribute__((always_inline)) inline void gemmAllRows(int64_t m, int64_t n, int
                                                        float* DTL_RESTRICT c, int64_t ldc, float scale, bool accumulate,
                                                        const Band& band) {
   constexpr int R = 8;
+  const bool wide = wideRegisters();
   int64_t i = 0;
-  for (; i + R <= m; i += R) gemmRows<R, TransA>(i, n, k, a, lda, b, ldb, c, ldc, scale, accumulate, band);
-  for (; i < m; ++i) gemmRows<1, TransA>(i, n, k, a, lda, b, ldb, c, ldc, scale, accumulate, band);
+  for (; i + R <= m; i += R) gemmRows<R, TransA>(i, n, k, a, lda, b, ldb, c, ldc, scale, accumulate, band, wide);
+  for (; i < m; ++i) gemmRows<1, TransA>(i, n, k, a, lda, b, ldb, c, ldc, scale, accumulate, band, wide);
 }
 DTL_FAST_CLONES void gemmTile(int64_t m, int64_t n, int64_t k, const float* DTL_RESTRICT a, int64_t lda,
                               const float* DTL_RESTRICT b, int64_t ldb, float* DTL_RESTRICT c, int64_t ldc, float scale,
@@ -540,6 +596,8 @@ void eachPair(const Heads& l, int threads, int64_t words, Scratch& s, Pair pair)
 }
 
 }  // namespace
+
+void setAttentionWideBlocks(std::optional<bool> on) { wide_blocks = on ? static_cast<int>(*on) : -1; }
 
 int64_t attentionScratchBytes(const Shape& q, const Shape& k, bool backward, int threads) {
   const Heads l = headsOf(q, k);

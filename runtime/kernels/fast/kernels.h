@@ -97,5 +97,9 @@ std::string attentionGrad(const TensorView& q, const TensorView& k, const Tensor
                           TensorView& dv, int threads, Scratch& s);
 // The scratch either takes on `threads` threads (bench/attention_bench.cc reports it).
 int64_t attentionScratchBytes(const Shape& q, const Shape& k, bool backward, int threads);
+// Whether the tile products take two 16-column blocks at a time (by default
+// where the CPU has AVX-512's 32 vector registers); tests force either way,
+// for the whole process. The bits are the same.
+void setAttentionWideBlocks(std::optional<bool> on);
 
 }  // namespace dtl::rt::fast
