@@ -155,86 +155,60 @@ DTL_FAST_CLONES void transposeRows(const float* DTL_RESTRICT x, int64_t ld, int6
     for (int64_t d = r < full_r ? full_d : 0; d < dim; ++d) xt[d * rows + r] = x[r * ld + d];
 }
 
-// One register block of gemmTile: R rows × 16 columns of c (`width` of them
-// when not Full), summed over k in order; a's element (r, p) at
-// a[r · lda + p], or at a[p · lda + r] when TransA. Inlined into gemmTile's
-// clones.
-template <int R, bool Full, bool TransA>
+// One register block of gemmTile: R rows × B blocks of 16 columns of c
+// (`width` columns of one block when not Full), summed over k in order; a's
+// element (r, p) at a[r · lda + p], or at a[p · lda + r] when TransA.
+// B = 2 keeps 2R accumulators and uses each broadcast element of a for both
+// blocks (half the loads per product): with R = 8 that is 16, only where
+// the CPU has AVX-512's 32 vector registers (gemmRows' `wide`). Each
+// element's sum is the same whatever B. Inlined into gemmTile's clones.
+template <int R, int B, bool Full, bool TransA>
 __attribute__((always_inline)) inline void gemmBlock(int64_t k, const float* DTL_RESTRICT a, int64_t lda,
                                                      const float* DTL_RESTRICT b, int64_t ldb, float* DTL_RESTRICT c,
                                                      int64_t ldc, float scale, bool accumulate, int64_t width) {
-  V16 acc[R];
+  static_assert(Full || B == 1, "a partial block is a single one");
+  V16 acc[B][R];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r] = V16{};
+  for (int r = 0; r < R; ++r)
+    for (int q = 0; q < B; ++q) acc[q][r] = V16{};
   for (int64_t p = 0; p < k; ++p) {
-    V16 bv;
+    V16 bv[B];
     if constexpr (Full) {
-      std::memcpy(&bv, b + p * ldb, sizeof bv);
+      for (int q = 0; q < B; ++q) std::memcpy(&bv[q], b + p * ldb + q * kW, sizeof bv[q]);
     } else {
       float part[kW] = {};
       std::memcpy(part, b + p * ldb, static_cast<size_t>(width) * sizeof(float));
-      std::memcpy(&bv, part, sizeof bv);
+      std::memcpy(&bv[0], part, sizeof bv[0]);
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) acc[r] += (TransA ? a[p * lda + r] : a[r * lda + p]) * bv;
+    for (int r = 0; r < R; ++r) {
+      const float x = TransA ? a[p * lda + r] : a[r * lda + p];
+      for (int q = 0; q < B; ++q) acc[q][r] += x * bv[q];
+    }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     float* row = c + r * ldc;
     if constexpr (Full) {
-      V16 old;
-      std::memcpy(&old, row, sizeof old);
-      const V16 next = accumulate ? old + acc[r] : scale * acc[r];
-      std::memcpy(row, &next, sizeof next);
+      for (int q = 0; q < B; ++q) {
+        V16 old;
+        std::memcpy(&old, row + q * kW, sizeof old);
+        const V16 next = accumulate ? old + acc[q][r] : scale * acc[q][r];
+        std::memcpy(row + q * kW, &next, sizeof next);
+      }
     } else {
       float out[kW];
-      std::memcpy(out, &acc[r], sizeof out);
+      std::memcpy(out, &acc[0][r], sizeof out);
       for (int64_t w = 0; w < width; ++w) row[w] = accumulate ? row[w] + out[w] : scale * out[w];
     }
-  }
-}
-
-// Two full blocks of 16 columns side by side: 2R accumulators, each
-// element of a broadcast once for both (half the loads per product). With
-// R = 8 that is 16 accumulators: only where the CPU has AVX-512's 32
-// vector registers (gemmRows' `wide`). The same sums in the same order as
-// two gemmBlock calls.
-template <int R, bool TransA>
-__attribute__((always_inline)) inline void gemmBlock2(int64_t k, const float* DTL_RESTRICT a, int64_t lda,
-                                                      const float* DTL_RESTRICT b, int64_t ldb, float* DTL_RESTRICT c,
-                                                      int64_t ldc, float scale, bool accumulate) {
-  V16 acc0[R], acc1[R];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = V16{};
-  for (int64_t p = 0; p < k; ++p) {
-    V16 b0, b1;
-    std::memcpy(&b0, b + p * ldb, sizeof b0);
-    std::memcpy(&b1, b + p * ldb + kW, sizeof b1);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const float x = TransA ? a[p * lda + r] : a[r * lda + p];
-      acc0[r] += x * b0;
-      acc1[r] += x * b1;
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    float* row = c + r * ldc;
-    V16 old0, old1;
-    std::memcpy(&old0, row, sizeof old0);
-    std::memcpy(&old1, row + kW, sizeof old1);
-    const V16 next0 = accumulate ? old0 + acc0[r] : scale * acc0[r];
-    const V16 next1 = accumulate ? old1 + acc1[r] : scale * acc1[r];
-    std::memcpy(row, &next0, sizeof next0);
-    std::memcpy(row + kW, &next1, sizeof next1);
   }
 }
 
 // setAttentionWideBlocks: -1 the host's rule, else 0 or 1.
 std::atomic<int> wide_blocks{-1};
 
-// Whether gemmRows takes gemmBlock2: where the CPU has AVX-512 (32 vector
-// registers), unless a test forced it.
+// Whether gemmRows takes two blocks at a time: where the CPU has AVX-512
+// (32 vector registers), unless a test forced it.
 bool wideRegisters() {
 #if defined(__x86_64__)
   static const bool host = __builtin_cpu_supports("avx512f");
@@ -273,10 +247,11 @@ __attribute__((always_inline)) inline void gemmRows(int64_t i, int64_t n, int64_
   int64_t j = 0;
   if (wide)
     for (; j + 2 * kW <= cols; j += 2 * kW)
-      gemmBlock2<R, TransA>(to - from, ai, lda, bk + j, ldb, ci + j, ldc, scale, accumulate);
+      gemmBlock<R, 2, true, TransA>(to - from, ai, lda, bk + j, ldb, ci + j, ldc, scale, accumulate, 2 * kW);
   for (; j + kW <= cols; j += kW)
-    gemmBlock<R, true, TransA>(to - from, ai, lda, bk + j, ldb, ci + j, ldc, scale, accumulate, kW);
-  if (j < cols) gemmBlock<R, false, TransA>(to - from, ai, lda, bk + j, ldb, ci + j, ldc, scale, accumulate, cols - j);
+    gemmBlock<R, 1, true, TransA>(to - from, ai, lda, bk + j, ldb, ci + j, ldc, scale, accumulate, kW);
+  if (j < cols)
+    gemmBlock<R, 1, false, TransA>(to - from, ai, lda, bk + j, ldb, ci + j, ldc, scale, accumulate, cols - j);
 }
 
 // c [m, n] (row stride ldc) = scale · a·b, or c + a·b when `accumulate`:
@@ -527,7 +502,7 @@ void probabilityTiles(const Heads& l, const QueryRows& r, const float* lse, bool
 // masked entries are what spread them).
 void rowTermsOverAllKeys(const Heads& l, const float* q, const float* k, const float* v, const float* dy,
                          const float* lse, bool causal, int64_t b, int64_t h, BackwardTiles& t) {
-  const int64_t ld = l.ld(), ko = l.kOffset(b, h);
+  const int64_t ld = l.ld(), qo = l.qOffset(b, h), ko = l.kOffset(b, h);
   std::fill(t.rowterm, t.rowterm + l.sq, 0.0f);
   for (int64_t k0 = 0; k0 < l.sk; k0 += kBlockK) {
     const int64_t cols = std::min(kBlockK, l.sk - k0);
@@ -535,7 +510,7 @@ void rowTermsOverAllKeys(const Heads& l, const float* q, const float* k, const f
     transposeRows(v + ko + k0 * ld, ld, cols, l.dim, t.vt);
     for (int64_t q0 = 0; q0 < l.sq; q0 += kBlockQ) {
       const int64_t rows = std::min(kBlockQ, l.sq - q0);
-      const QueryRows r{q + l.qOffset(b, h) + q0 * ld, dy + l.qOffset(b, h) + q0 * ld, ld};
+      const QueryRows r{q + qo + q0 * ld, dy + qo + q0 * ld, ld};
       probabilityTiles(l, r, lse, causal, b, h, q0, rows, k0, cols, t, false, false);
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < cols; ++j) t.rowterm[q0 + i] += t.p[i * cols + j] * t.ds[i * cols + j];
