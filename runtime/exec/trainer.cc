@@ -450,7 +450,10 @@ class Trainer {
   // The program's update schedule on this step's gradients; `grad_norm`
   // gets their global norm before clipping.
   bool update(const optim::Optimizer& opt, int64_t step, double lr, double& grad_norm) {
-    comm::Status norm = clipOverPieces(params_, c_.clip, c_.comms, &grad_norm);  // clip <= 0: only the norm
+    // The guard measured every gradient's norm while checking the step is
+    // finite: clipping and the logged norm take those, so the gradients are
+    // read once before the update, not twice.
+    comm::Status norm = clipOverPieces(params_, c_.clip, c_.comms, &grad_norm, guard_.localNorms());  // clip <= 0: only the norm
     if (!norm.ok) {
       err_ += "step " + std::to_string(step) + ": " + (c_.clip > 0 ? "clipping: " : "the gradient norm: ") + norm.message + "\n";
       return false;
