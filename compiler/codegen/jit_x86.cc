@@ -145,6 +145,14 @@ std::unique_ptr<llvm::Module> hostModule(Engine& e, const ModuleEmitter& emit, l
     if (f.isDeclaration()) continue;
     f.addFnAttr("target-cpu", e.host.cpu);
     f.addFnAttr("target-features", e.host.features);
+    // A loop that calls libmvec keeps its vectors on the stack across the
+    // calls (every vector register is the caller's to save). The ABI aligns
+    // the stack to 16 bytes only, so without realigning, a 64-byte spill
+    // slot's alignment depends on the caller's stack depth: misaligned, each
+    // spill and reload splits over two cache lines and char GPT's GELU
+    // gradient ran 2x slower on some threads than on others (docs/compiler.md,
+    // "Aligned spills").
+    f.addFnAttr("stackrealign");
   }
   std::string problems;
   llvm::raw_string_ostream os(problems);
