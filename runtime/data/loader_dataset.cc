@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <set>
@@ -272,6 +273,13 @@ void Dataset::copySample(int64_t index, Batch& into, int64_t slot) const {
         for (int64_t j = 0; j < n; ++j) dst[j] = field.byte_values[src[j]];
         continue;
       }
+      if (field.column.elem == Elem::F32 && f.transforms.empty()) {
+        // f32 → double → f32 gives back every finite value's bits (the probe
+        // refused NaN and inf): copied as stored, the MLP benchmark's batch
+        // of 256 × 784 took 0.04 ms, not 0.15-0.4.
+        std::memcpy(dst, field.column.sampleBytes(index), static_cast<size_t>(n) * sizeof(float));
+        continue;
+      }
       values.resize(static_cast<size_t>(n));
       field.column.sample(index, values.data());
       for (int64_t j = 0; j < n; ++j)
@@ -281,6 +289,10 @@ void Dataset::copySample(int64_t index, Batch& into, int64_t slot) const {
     int32_t* dst = slotOf(into.ints[f.name], slot, n);
     switch (field.kind) {
       case Impl::Kind::File:
+        if (field.column.elem == Elem::I32 && f.transforms.empty()) {  // exact either way; the copy is cheaper
+          std::memcpy(dst, field.column.sampleBytes(index), static_cast<size_t>(n) * sizeof(int32_t));
+          break;
+        }
         values.resize(static_cast<size_t>(n));
         field.column.sample(index, values.data());
         for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<int32_t>(values[static_cast<size_t>(j)]);

@@ -52,6 +52,11 @@ struct Column {
     std::memcpy(&v, bytes->data() + k * static_cast<int64_t>(sizeof(T)), sizeof(T));
     return v;
   }
+  // Sample i's elements as the file stores them (host-endian), for a caller
+  // that feeds that type unchanged and so needs no trip through double.
+  const unsigned char* sampleBytes(int64_t i) const {
+    return bytes->data() + (offset + i * stride) * elemSize(elem);
+  }
   double value(int64_t k) const;  // element k as a double (exact for all but 64-bit ints > 2^53)
   // Writes sample i's elements as doubles into out[0..elements).
   void sample(int64_t i, double* out) const;

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <set>
@@ -199,6 +200,29 @@ TEST_F(Loading, NpyDtypes) {
   // Integer input from integral floats is fine.
   Dataset lab = openOk({spec("y", "npy", write("lab.npy", npy("<f4", "(2,)", bytesOf<float>({3, 0}))), {}, true)});
   EXPECT_EQ(ints(lab, 0, "y"), I{3});
+}
+
+// An f32 field without transforms is copied as stored, an i32 one too: every
+// bit as the trip through double gave (-0, subnormals, the extremes), sample
+// by sample at the array's stride; with a transform it is computed in double.
+TEST_F(Loading, NpyF32AndI32SamplesKeepEveryBit) {
+  const std::vector<float> xs = {-0.0f, std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max(),
+                                 -std::numeric_limits<float>::min(), 0.1f, -3.5f};
+  const std::string x = write("bits.npy", npy("<f4", "(3, 2)", std::string(reinterpret_cast<const char*>(xs.data()), xs.size() * sizeof(float))));
+  const std::string y = write("bits_y.npy", npy("<i4", "(3,)", bytesOf<int32_t>({7, 0, 1 << 30})));
+  Dataset ds = openOk({spec("x", "npy", x, {2}), spec("y", "npy", y, {}, true)});
+  for (int64_t i = 0; i < 3; ++i) {
+    const F got = floats(ds, i, "x");
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(std::memcmp(got.data(), xs.data() + 2 * i, 2 * sizeof(float)), 0) << "sample " << i;
+  }
+  EXPECT_EQ(ints(ds, 2, "y"), I{1 << 30});
+  EXPECT_EQ(ints(ds, 0, "y"), I{7});
+  FieldSpec halved = spec("x", "npy", x, {2});
+  halved.transforms = {{'/', 2.0}};
+  Dataset h = openOk({halved});
+  EXPECT_EQ(floats(h, 2, "x"), (F{0.05f, -1.75f}));
+  EXPECT_TRUE(std::signbit(floats(h, 0, "x")[0])) << "-0 / 2 is -0";
 }
 
 // ---------------------------------------------------------------- safetensors
