@@ -93,10 +93,13 @@ static ProbeResult probeIdxOnce(const std::string& path) {
     if (!checkedProduct(shape, dt->size, data))
       return fail(path + ": IDX header describes " + dimsText(shape) + " " + dt->name +
                   ", which is more than 2^63 bytes");
-    int64_t rest = r.skipToEnd();
+    std::shared_ptr<const std::vector<unsigned char>> kept;
+    int64_t rest = restOfFile(r, data, &kept);
     if (rest < 0) return fail(r.error());
     if (rest < data) return fail(sizeMismatch(path, r, header + rest, shape, dt->name, data, header));
-    return finish(path, shape, *dt);
+    ProbeResult done = finish(path, shape, *dt);
+    if (done.ok) done.inflated = std::move(kept);
+    return done;
   });
 }
 
@@ -180,10 +183,13 @@ static ProbeResult probeNpyOnce(const std::string& path) {
     int64_t data = 0;
     if (!checkedProduct(shape, dt->size, data) || data > INT64_MAX - header)
       return fail(path + ": .npy header describes " + dimsText(shape) + " " + dt->name + ", more than 2^63 bytes");
-    int64_t rest = r.skipToEnd();
+    std::shared_ptr<const std::vector<unsigned char>> kept;
+    int64_t rest = restOfFile(r, data, &kept);
     if (rest < 0) return fail(r.error());
     if (rest != data) return fail(sizeMismatch(path, r, header + rest, shape, dt->name, data, header));
-    return finish(path, shape, *dt);
+    ProbeResult done = finish(path, shape, *dt);
+    if (done.ok) done.inflated = std::move(kept);
+    return done;
   });
 }
 

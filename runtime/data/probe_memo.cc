@@ -1,6 +1,8 @@
 // The probes' memory of the gzip files this process probed (probe_internal.h).
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -45,28 +47,71 @@ uint64_t gzipBytesHash(const std::string& path) {
   return gzip && h != 0 ? h : 0;
 }
 
+std::mutex g_mu;
+std::map<std::string, Seen>& seenFiles() {
+  static auto* seen = new std::map<std::string, Seen>;  // never destroyed: probes may run during exit
+  return *seen;
+}
+std::atomic<bool> g_keep{false};
+
 }  // namespace
+
+int64_t restOfFile(GzReader& r, int64_t data, std::shared_ptr<const std::vector<unsigned char>>* kept) {
+  if (!g_keep || !r.compressed() || data <= 0) return r.skipToEnd();
+  auto bytes = std::make_shared<std::vector<unsigned char>>();
+  constexpr int64_t kPiece = int64_t{16} << 20;
+  int64_t got = 0;
+  while (got < data) {
+    const int64_t want = std::min(kPiece, data - got);
+    bytes->resize(static_cast<size_t>(got + want));
+    const int64_t n = r.read(bytes->data() + got, want);
+    if (n < 0) return -1;
+    got += n;
+    if (n < want) break;  // the file ends early: the caller says by how much
+  }
+  const int64_t more = r.skipToEnd();
+  if (more < 0) return -1;
+  if (got == data) {
+    bytes->shrink_to_fit();
+    *kept = std::move(bytes);
+  }
+  return got + more;
+}
+
+void forgetInflated(const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (auto& [id, seen] : seenFiles())
+    if (id.size() > path.size() && id.compare(id.size() - path.size(), path.size(), path) == 0 &&
+        id[id.size() - path.size() - 1] == '\n')
+      seen.result.inflated.reset();
+}
 
 ProbeResult remembered(const std::string& key, const std::string& path, const std::function<ProbeResult()>& probe) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return probe();
   const uint64_t bytes = gzipBytesHash(path);
   if (bytes == 0) return probe();  // not gzip: its probe reads headers, or counts what a hash would read anyway
-  static std::mutex mu;
-  static std::map<std::string, Seen> seen;
+  std::map<std::string, Seen>& seen = seenFiles();
   const std::string id = key + '\n' + path;
   const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    std::lock_guard<std::mutex> lock(g_mu);
     auto it = seen.find(id);
     if (it != seen.end() && it->second.dev == st.st_dev && it->second.ino == st.st_ino &&
         it->second.size == st.st_size && it->second.mtime_ns == mtime_ns && it->second.bytes == bytes)
       return it->second.result;
   }
   ProbeResult r = probe();
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(g_mu);
   seen[id] = Seen{st.st_dev, st.st_ino, st.st_size, mtime_ns, bytes, r};
   return r;
 }
 
 }  // namespace dtl::rt::data::detail
+
+namespace dtl::rt::data {
+
+void keepInflatedData(bool keep) { detail::g_keep = keep; }
+bool keepingInflatedData() { return detail::g_keep; }
+
+}  // namespace dtl::rt::data

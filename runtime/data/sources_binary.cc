@@ -6,6 +6,7 @@
 
 #include "runtime/data/gzip_reader.h"
 #include "runtime/data/literal.h"
+#include "runtime/data/probe_internal.h"
 #include "runtime/data/sources.h"
 
 namespace dtl::rt::data::detail {
@@ -59,6 +60,21 @@ Status finish(GzReader& r, Column& out, bool big_endian) {
   return {};
 }
 
+// The data the probe inflated (keepInflatedData), adopted instead of
+// inflating the file again: shared as it is, or copied to swap its bytes.
+bool adoptInflated(const ProbeResult& p, const std::string& path, Column& out, bool big_endian) {
+  if (!p.inflated || static_cast<int64_t>(p.inflated->size()) != dataBytes(out)) return false;
+  if (big_endian && elemSize(out.elem) > 1) {
+    auto bytes = std::make_shared<std::vector<unsigned char>>(*p.inflated);
+    swapToHost(*bytes, elemSize(out.elem));
+    out.bytes = std::move(bytes);
+  } else {
+    out.bytes = p.inflated;
+  }
+  forgetInflated(path);
+  return true;
+}
+
 }  // namespace
 
 Status readIdx(const FieldSpec& f, Column& out) {
@@ -66,6 +82,7 @@ Status readIdx(const FieldSpec& f, Column& out) {
   if (!p.ok) return fromProbe(p);
   Status s = layout(p, f.path, out);
   if (!s.ok) return s;
+  if (adoptInflated(p, f.path, out, true)) return {};
   GzReader r;
   if (!r.open(f.path)) return Status::error(r.error());
   int64_t header = 4 + 4 * (1 + static_cast<int64_t>(p.info.sample_dims.size()));
@@ -79,6 +96,7 @@ Status readNpy(const FieldSpec& f, Column& out) {
   if (!p.ok) return fromProbe(p);
   Status s = layout(p, f.path, out);
   if (!s.ok) return s;
+  if (adoptInflated(p, f.path, out, false)) return {};
   GzReader r;
   if (!r.open(f.path)) return Status::error(r.error());
   std::vector<unsigned char> pre;

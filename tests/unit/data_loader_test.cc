@@ -133,6 +133,47 @@ TEST_F(Loading, IdxEveryTypePlainAndGzip) {
   EXPECT_EQ(floats(f64, 1, "x"), F{-3.0f});
 }
 
+// `dtlc run` keeps what a gzip file's probe inflated and the loader adopts
+// it (probe.h, keepInflatedData): the same values as a fresh read, the
+// big-endian types swapped, an IDX file's trailing bytes left out, npy too;
+// once adopted the probes' memory lets it go; a file changed since its probe
+// is read again.
+TEST_F(Loading, AdoptsWhatTheProbeInflated) {
+  auto be = [](auto... v) { return bytesOf({v...}, true); };
+  const std::string f32 = idx(0x0D, {3, 2}, be(1.5f, -2.25f, 0.0f, 7.0f, -1.0f, 3.0f)) + "trailing";
+  const std::string u8 = idx(0x08, {3, 2}, bytesOf<uint8_t>({0, 1, 2, 3, 4, 255}));
+  const std::string n32 = npy("<i4", "(3,)", bytesOf<int32_t>({9, 0, 70000}));
+  auto fields = [&](const std::string& tag) {
+    return std::vector<FieldSpec>{spec("x", "idx", writeGz(tag + "f32.gz", f32), {2}),
+                                  spec("b", "idx", writeGz(tag + "u8.gz", u8), {2}),
+                                  spec("y", "npy", writeGz(tag + "n32.npy.gz", n32), {}, true)};
+  };
+  Dataset fresh = openOk(fields("fresh"));
+  keepInflatedData(true);
+  const std::vector<FieldSpec> kept_fields = fields("kept");
+  const ProbeResult probed = probeIdx(kept_fields[0].path);
+  ASSERT_TRUE(probed.ok) << probed.error;
+  ASSERT_TRUE(probed.inflated) << "the probe kept the data";
+  EXPECT_EQ(probed.inflated->size(), 24u) << "the data the header describes, not the trailing bytes";
+  Dataset kept = openOk(kept_fields);
+  EXPECT_FALSE(probeIdx(kept_fields[0].path).inflated) << "adopted, then forgotten";
+  for (int64_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(floats(kept, i, "x"), floats(fresh, i, "x")) << i;
+    EXPECT_EQ(floats(kept, i, "b"), floats(fresh, i, "b")) << i;
+    EXPECT_EQ(ints(kept, i, "y"), ints(fresh, i, "y")) << i;
+  }
+  EXPECT_EQ(floats(kept, 2, "x"), (F{-1.0f, 3.0f}));
+  EXPECT_EQ(ints(kept, 2, "y"), I{70000});
+  // Probed (and kept), then rewritten before the loader reads it.
+  const std::string path = writeGz("changed.gz", u8);
+  ASSERT_TRUE(probeIdx(path).inflated);
+  writeGz("changed.gz", idx(0x08, {3, 2}, bytesOf<uint8_t>({10, 11, 12, 13, 14, 15})));
+  Dataset changed = openOk({spec("b", "idx", path, {2})});
+  EXPECT_EQ(floats(changed, 0, "b"), (F{10, 11}));
+  keepInflatedData(false);
+  EXPECT_FALSE(probeIdx(writeGz("off.gz", u8)).inflated) << "off: nothing kept";
+}
+
 TEST_F(Loading, TransformsApplyInOrderInDouble) {
   std::string p = write("t.idx", idx(0x08, {2}, bytesOf<uint8_t>({51, 255})));
   FieldSpec f = spec("x", "idx", p);

@@ -19,6 +19,7 @@
 #include "core/graph.h"
 #include "core/hash.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/data/probe.h"
 #include "runtime/exec/fault_hook.h"
 #include "runtime/exec/trainer.h"
 #include "runtime/io/dir_lock.h"
@@ -546,6 +547,9 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
     // A rank started by hand (torchrun's variables, mpirun, Slurm) takes the flag too.
     if (f.join_timeout_given && !f.as_rank) env.join_timeout = std::chrono::seconds(f.join_timeout);
   }
+  // This process checks the spec (probing its data files), then loads them:
+  // what a probe inflates is kept for the loader (probe.h).
+  rt::data::keepInflatedData(true);
   driver::Frontend fe;
   const int64_t world = ranked ? env.world_size : 1;
   if (int rc = compileForRun(fe, f.spec, f.sets, world, err); rc != 0) return rc;
