@@ -19,7 +19,6 @@
 #include <filesystem>
 #include <map>
 #include <random>
-#include <cmath>
 
 #include "compiler/codegen/fuse_regions.h"
 #include "compiler/codegen/jit_x86.h"
@@ -139,7 +138,7 @@ struct TimedRegions : rt::RegionRunner {
       s = inner->run(region, in, out, ctx);
       best = std::min(best, (now() - t) * 1e3);
     }
-    alone[region] += best;
+    if (s.ok) alone[region] += best;
     return s;
   }
 };

@@ -45,6 +45,35 @@ std::string sizeMismatch(const std::string& path, const GzReader& r, int64_t fou
          std::to_string(header) + "-byte header, " + std::to_string(data + header) + " in all)";
 }
 
+// After a header: the rest of the file's size (-1 on a read error, in
+// r.error()). With keepingInflatedData() and a gzip file, its first `data`
+// bytes also go to *kept when the file holds that many. `data` comes from an
+// untrusted header: the buffer is reserved for no more than deflate can
+// inflate the file to (1032:1), and a buffer the memory cannot give is
+// simply not kept (the loader inflates the file itself, as it did before).
+int64_t restOfFile(GzReader& r, int64_t data, std::shared_ptr<std::vector<unsigned char>>* kept) {
+  if (!keepingInflatedData() || !r.compressed() || data <= 0) return r.skipToEnd();
+  int64_t got = 0;
+  try {
+    auto bytes = std::make_shared<std::vector<unsigned char>>();
+    bytes->reserve(static_cast<size_t>(std::min(data, r.fileSize() * 1032 + 64)));
+    constexpr int64_t kPiece = int64_t{16} << 20;
+    while (got < data) {
+      const int64_t want = std::min(kPiece, data - got);
+      bytes->resize(static_cast<size_t>(got + want));
+      const int64_t n = r.read(bytes->data() + got, want);
+      if (n < 0) return -1;
+      got += n;
+      if (n < want) break;  // the file ends early: the caller says by how much
+    }
+    if (got == data) *kept = std::move(bytes);
+  } catch (const std::bad_alloc&) {
+    kept->reset();
+  }
+  const int64_t more = r.skipToEnd();
+  return more < 0 ? -1 : got + more;
+}
+
 }  // namespace
 
 static ProbeResult probeIdxOnce(const std::string& path) {
@@ -93,12 +122,15 @@ static ProbeResult probeIdxOnce(const std::string& path) {
     if (!checkedProduct(shape, dt->size, data))
       return fail(path + ": IDX header describes " + dimsText(shape) + " " + dt->name +
                   ", which is more than 2^63 bytes");
-    std::shared_ptr<const std::vector<unsigned char>> kept;
+    std::shared_ptr<std::vector<unsigned char>> kept;
     int64_t rest = restOfFile(r, data, &kept);
     if (rest < 0) return fail(r.error());
     if (rest < data) return fail(sizeMismatch(path, r, header + rest, shape, dt->name, data, header));
     ProbeResult done = finish(path, shape, *dt);
-    if (done.ok) done.inflated = std::move(kept);
+    if (done.ok && kept) {
+      swapToHost(*kept, dt->size);  // kept in the host's order: the loader shares it as it is
+      done.inflated = std::move(kept);
+    }
     return done;
   });
 }
@@ -183,7 +215,7 @@ static ProbeResult probeNpyOnce(const std::string& path) {
     int64_t data = 0;
     if (!checkedProduct(shape, dt->size, data) || data > INT64_MAX - header)
       return fail(path + ": .npy header describes " + dimsText(shape) + " " + dt->name + ", more than 2^63 bytes");
-    std::shared_ptr<const std::vector<unsigned char>> kept;
+    std::shared_ptr<std::vector<unsigned char>> kept;
     int64_t rest = restOfFile(r, data, &kept);
     if (rest < 0) return fail(r.error());
     if (rest != data) return fail(sizeMismatch(path, r, header + rest, shape, dt->name, data, header));

@@ -30,8 +30,8 @@ struct ProbeResult {
   std::string error;
   SampleInfo info;
   // A gzip IDX or npy file's data (the bytes after its header that the header
-  // describes), inflated by this probe for the loader to adopt
-  // (keepInflatedData): null unless kept.
+  // describes) in the host's byte order, inflated by this probe for the
+  // loader to adopt (keepInflatedData): null unless kept.
   std::shared_ptr<const std::vector<unsigned char>> inflated;
 };
 
@@ -40,7 +40,8 @@ struct ProbeResult {
 // the loader inflated it again (Fashion-MNIST's 47 MB of images: 0.2 s of a
 // 7 s run). With this on, the probes of gzip IDX and npy files keep the data
 // they inflate (ProbeResult::inflated) and the loader takes it. Off by
-// default: `dtlc check` alone never holds a dataset in memory.
+// default: `dtlc check` alone never holds a dataset in memory. Turning it
+// off lets go of whatever no loader adopted.
 void keepInflatedData(bool keep);
 bool keepingInflatedData();
 

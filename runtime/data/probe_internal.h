@@ -72,16 +72,18 @@ inline ProbeResult finish(const std::string& path, const std::vector<int64_t>& s
 // plan, and the loader probes before it reads). `key` names the probe and
 // its arguments. Files that are not gzip are probed every time.
 ProbeResult remembered(const std::string& key, const std::string& path, const std::function<ProbeResult()>& probe);
-// The loader adopted a remembered probe's inflated data: the memory lets go
-// of it (later probes of the file answer without it).
+// The loader adopted a remembered probe's inflated data (or could not use
+// it): the memory lets go of it, and later probes of the file answer
+// without it. "" lets go of every file's.
 void forgetInflated(const std::string& path);
 
-// After a header: the rest of the file's size (-1 on a read error, in
-// r.error()); with keepingInflatedData() and a gzip file, its first `data`
-// bytes go to *kept when the file holds that many (read in growing pieces:
-// `data` comes from an untrusted header, so nothing is allocated ahead of
-// the bytes that arrive).
-int64_t restOfFile(GzReader& r, int64_t data, std::shared_ptr<const std::vector<unsigned char>>* kept);
+// Elements of `size` bytes, stored big-endian, to this (little-endian) host's order.
+inline void swapToHost(std::vector<unsigned char>& bytes, int64_t size) {
+  if (size <= 1) return;
+  const size_t n = static_cast<size_t>(size);
+  for (size_t k = 0; k + n <= bytes.size(); k += n)
+    for (size_t a = k, b = k + n - 1; a < b; ++a, --b) std::swap(bytes[a], bytes[b]);
+}
 
 // The probes promise not to throw; this is the boundary.
 template <class F>

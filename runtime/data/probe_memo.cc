@@ -56,33 +56,12 @@ std::atomic<bool> g_keep{false};
 
 }  // namespace
 
-int64_t restOfFile(GzReader& r, int64_t data, std::shared_ptr<const std::vector<unsigned char>>* kept) {
-  if (!g_keep || !r.compressed() || data <= 0) return r.skipToEnd();
-  auto bytes = std::make_shared<std::vector<unsigned char>>();
-  constexpr int64_t kPiece = int64_t{16} << 20;
-  int64_t got = 0;
-  while (got < data) {
-    const int64_t want = std::min(kPiece, data - got);
-    bytes->resize(static_cast<size_t>(got + want));
-    const int64_t n = r.read(bytes->data() + got, want);
-    if (n < 0) return -1;
-    got += n;
-    if (n < want) break;  // the file ends early: the caller says by how much
-  }
-  const int64_t more = r.skipToEnd();
-  if (more < 0) return -1;
-  if (got == data) {
-    bytes->shrink_to_fit();
-    *kept = std::move(bytes);
-  }
-  return got + more;
-}
-
+// path "" : every file's.
 void forgetInflated(const std::string& path) {
   std::lock_guard<std::mutex> lock(g_mu);
   for (auto& [id, seen] : seenFiles())
-    if (id.size() > path.size() && id.compare(id.size() - path.size(), path.size(), path) == 0 &&
-        id[id.size() - path.size() - 1] == '\n')
+    if (path.empty() || (id.size() > path.size() && id.compare(id.size() - path.size(), path.size(), path) == 0 &&
+                         id[id.size() - path.size() - 1] == '\n'))
       seen.result.inflated.reset();
 }
 
@@ -111,7 +90,10 @@ ProbeResult remembered(const std::string& key, const std::string& path, const st
 
 namespace dtl::rt::data {
 
-void keepInflatedData(bool keep) { detail::g_keep = keep; }
+void keepInflatedData(bool keep) {
+  detail::g_keep = keep;
+  if (!keep) detail::forgetInflated("");  // what no loader adopted is let go
+}
 bool keepingInflatedData() { return detail::g_keep; }
 
 }  // namespace dtl::rt::data

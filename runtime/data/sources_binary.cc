@@ -24,13 +24,6 @@ Status skipBytes(GzReader& r, int64_t n) {
   return {};
 }
 
-void swapToHost(std::vector<unsigned char>& bytes, int64_t size) {
-  if (size == 1) return;
-  for (size_t k = 0; k + static_cast<size_t>(size) <= bytes.size(); k += static_cast<size_t>(size))
-    std::reverse(bytes.begin() + static_cast<std::ptrdiff_t>(k),
-                 bytes.begin() + static_cast<std::ptrdiff_t>(k) + static_cast<std::ptrdiff_t>(size));
-}
-
 // Fills out's layout from a probe: one contiguous sample after another.
 Status layout(const ProbeResult& p, const std::string& path, Column& out) {
   if (!elemFromName(p.info.dtype, out.elem))
@@ -60,18 +53,14 @@ Status finish(GzReader& r, Column& out, bool big_endian) {
   return {};
 }
 
-// The data the probe inflated (keepInflatedData), adopted instead of
-// inflating the file again: shared as it is, or copied to swap its bytes.
-bool adoptInflated(const ProbeResult& p, const std::string& path, Column& out, bool big_endian) {
-  if (!p.inflated || static_cast<int64_t>(p.inflated->size()) != dataBytes(out)) return false;
-  if (big_endian && elemSize(out.elem) > 1) {
-    auto bytes = std::make_shared<std::vector<unsigned char>>(*p.inflated);
-    swapToHost(*bytes, elemSize(out.elem));
-    out.bytes = std::move(bytes);
-  } else {
-    out.bytes = p.inflated;
-  }
+// The data the probe inflated (keepInflatedData, already in the host's
+// order), shared instead of inflating the file again. Either way the probes'
+// memory lets go of it.
+bool adoptInflated(const ProbeResult& p, const std::string& path, Column& out) {
+  if (!p.inflated) return false;
   forgetInflated(path);
+  if (static_cast<int64_t>(p.inflated->size()) != dataBytes(out)) return false;
+  out.bytes = p.inflated;
   return true;
 }
 
@@ -82,7 +71,7 @@ Status readIdx(const FieldSpec& f, Column& out) {
   if (!p.ok) return fromProbe(p);
   Status s = layout(p, f.path, out);
   if (!s.ok) return s;
-  if (adoptInflated(p, f.path, out, true)) return {};
+  if (adoptInflated(p, f.path, out)) return {};
   GzReader r;
   if (!r.open(f.path)) return Status::error(r.error());
   int64_t header = 4 + 4 * (1 + static_cast<int64_t>(p.info.sample_dims.size()));
@@ -96,7 +85,7 @@ Status readNpy(const FieldSpec& f, Column& out) {
   if (!p.ok) return fromProbe(p);
   Status s = layout(p, f.path, out);
   if (!s.ok) return s;
-  if (adoptInflated(p, f.path, out, false)) return {};
+  if (adoptInflated(p, f.path, out)) return {};
   GzReader r;
   if (!r.open(f.path)) return Status::error(r.error());
   std::vector<unsigned char> pre;

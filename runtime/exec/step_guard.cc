@@ -93,6 +93,7 @@ int64_t StepGuard::firstNonfinite(double loss, const std::vector<Param>& params)
 }
 
 bool StepGuard::agree(int64_t step, double loss, std::vector<Param>& params, StepVerdict& v, std::string& err) {
+  norms_valid_ = false;  // this step's, once measured below
   for (const Fault* f : faultsAt(c_.faults, "nan_grad", c_.global_rank, step, c_.restart))
     if (Param* p = faultTarget(*f, params, true)) p->step_grad[0] = std::numeric_limits<float>::quiet_NaN();
   ReplicaCheck replicas;

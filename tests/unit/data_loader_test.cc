@@ -149,7 +149,10 @@ TEST_F(Loading, AdoptsWhatTheProbeInflated) {
                                   spec("y", "npy", writeGz(tag + "n32.npy.gz", n32), {}, true)};
   };
   Dataset fresh = openOk(fields("fresh"));
-  keepInflatedData(true);
+  struct Keep {
+    Keep() { keepInflatedData(true); }
+    ~Keep() { keepInflatedData(false); }
+  } keep;
   const std::vector<FieldSpec> kept_fields = fields("kept");
   const ProbeResult probed = probeIdx(kept_fields[0].path);
   ASSERT_TRUE(probed.ok) << probed.error;
@@ -157,6 +160,8 @@ TEST_F(Loading, AdoptsWhatTheProbeInflated) {
   EXPECT_EQ(probed.inflated->size(), 24u) << "the data the header describes, not the trailing bytes";
   Dataset kept = openOk(kept_fields);
   EXPECT_FALSE(probeIdx(kept_fields[0].path).inflated) << "adopted, then forgotten";
+  EXPECT_FALSE(probeIdx(kept_fields[1].path).inflated) << "adopted, then forgotten";
+  EXPECT_FALSE(probeNpy(kept_fields[2].path).inflated) << "adopted, then forgotten";
   for (int64_t i = 0; i < 3; ++i) {
     EXPECT_EQ(floats(kept, i, "x"), floats(fresh, i, "x")) << i;
     EXPECT_EQ(floats(kept, i, "b"), floats(fresh, i, "b")) << i;
@@ -170,7 +175,10 @@ TEST_F(Loading, AdoptsWhatTheProbeInflated) {
   writeGz("changed.gz", idx(0x08, {3, 2}, bytesOf<uint8_t>({10, 11, 12, 13, 14, 15})));
   Dataset changed = openOk({spec("b", "idx", path, {2})});
   EXPECT_EQ(floats(changed, 0, "b"), (F{10, 11}));
+  const std::string unread = writeGz("unread.gz", u8);
+  ASSERT_TRUE(probeIdx(unread).inflated);
   keepInflatedData(false);
+  EXPECT_FALSE(probeIdx(unread).inflated) << "off: what no loader adopted is let go";
   EXPECT_FALSE(probeIdx(writeGz("off.gz", u8)).inflated) << "off: nothing kept";
 }
 
