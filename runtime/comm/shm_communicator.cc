@@ -185,8 +185,19 @@ class ShmCommunicator : public Communicator {
     return progressTransfers() || took;
   }
 
-  // Fails transfers past their deadline or whose peer's process is gone.
+  // Fails transfers past their deadline or whose peer's process is gone. A
+  // peer that sent its last message and exited is no error: the message is
+  // in the shared memory. So the peers are found gone first, then what they
+  // left is taken, and only a transfer still unfinished after that fails
+  // (under load a rank's recv failed this way: CommProcesses under ASan).
   void checkTransfers() {
+    std::vector<int> gone(static_cast<size_t>(o_.size), 0);
+    bool any = false;
+    for (int p = 0; p < o_.size; ++p)
+      if (!sends_[p].empty() || !recvs_[p].empty()) any = (gone[p] = group_.exitedPid(p)) != 0 || any;
+    if (any)
+      while (progressTransfers()) {
+      }
     auto now = Clock::now();
     for (auto* lists : {&sends_, &recvs_}) {
       for (auto& list : *lists) {
@@ -195,7 +206,7 @@ class ShmCommunicator : public Communicator {
         int peer = op.transfer.peer;
         std::string what = "shared-memory " + std::string(op.name) + (op.kind == ShmOp::kSend ? " to" : " from") +
                            " rank " + std::to_string(peer) + " (tag " + std::to_string(op.transfer.tag) + ")";
-        if (int pid = group_.exitedPid(peer)) {
+        if (int pid = gone[static_cast<size_t>(peer)]) {
           fail(op, Status::error(what + " failed: rank " + std::to_string(peer) + " (pid " + std::to_string(pid) +
                                  ") exited"));
         } else if (now >= op.deadline) {
