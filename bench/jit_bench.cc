@@ -187,7 +187,8 @@ void profile(const prog::Program& plain, const prog::Program& fused, Bound& b, r
     prog::Fused m = fused.fused[k];
     std::string text = codegen::printRegion(codegen::buildRegion(fused, m, "r"));
     std::printf("region %zu: jit %.3f ms (%.3f run again at once), fast %.3f ms (mean of %d runs)\n%s", k,
-                tr.ms[static_cast<int>(k)] / kRuns, tr.alone[static_cast<int>(k)] / kRuns, f / kRuns, kRuns, text.c_str());
+                tr.ms[static_cast<int>(k)] / kRuns, tr.alone[static_cast<int>(k)] / kRuns, f / kRuns, kRuns,
+                text.c_str());
   }
   std::vector<std::pair<double, int>> rest;  // the other kernels of the fused program, slowest first
   for (auto [id, ms] : beside.ms) rest.emplace_back(ms / kRuns, id);

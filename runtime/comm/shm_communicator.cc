@@ -193,8 +193,11 @@ class ShmCommunicator : public Communicator {
   void checkTransfers() {
     std::vector<int> gone(static_cast<size_t>(o_.size), 0);
     bool any = false;
-    for (int p = 0; p < o_.size; ++p)
-      if (!sends_[p].empty() || !recvs_[p].empty()) any = (gone[p] = group_.exitedPid(p)) != 0 || any;
+    for (int p = 0; p < o_.size; ++p) {
+      if (sends_[p].empty() && recvs_[p].empty()) continue;
+      gone[static_cast<size_t>(p)] = group_.exitedPid(p);
+      any = any || gone[static_cast<size_t>(p)] != 0;
+    }
     if (any)
       while (progressTransfers()) {
       }

@@ -452,8 +452,8 @@ class Trainer {
   bool update(const optim::Optimizer& opt, int64_t step, double lr, double& grad_norm) {
     // The guard measured every gradient's norm while checking the step is
     // finite: clipping and the logged norm take those, so the gradients are
-    // read once before the update, not twice.
-    comm::Status norm = clipOverPieces(params_, c_.clip, c_.comms, &grad_norm, guard_.localNorms());  // clip <= 0: only the norm
+    // read once before the update, not twice. With clip <= 0: only the norm.
+    comm::Status norm = clipOverPieces(params_, c_.clip, c_.comms, &grad_norm, guard_.localNorms());
     if (!norm.ok) {
       err_ += "step " + std::to_string(step) + ": " + (c_.clip > 0 ? "clipping: " : "the gradient norm: ") + norm.message + "\n";
       return false;

@@ -257,7 +257,8 @@ TEST_F(Loading, NpyDtypes) {
 TEST_F(Loading, NpyF32AndI32SamplesKeepEveryBit) {
   const std::vector<float> xs = {-0.0f, std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max(),
                                  -std::numeric_limits<float>::min(), 0.1f, -3.5f};
-  const std::string x = write("bits.npy", npy("<f4", "(3, 2)", std::string(reinterpret_cast<const char*>(xs.data()), xs.size() * sizeof(float))));
+  const std::string raw(reinterpret_cast<const char*>(xs.data()), xs.size() * sizeof(float));
+  const std::string x = write("bits.npy", npy("<f4", "(3, 2)", raw));
   const std::string y = write("bits_y.npy", npy("<i4", "(3,)", bytesOf<int32_t>({7, 0, 1 << 30})));
   Dataset ds = openOk({spec("x", "npy", x, {2}), spec("y", "npy", y, {}, true)});
   for (int64_t i = 0; i < 3; ++i) {
