@@ -36,6 +36,7 @@
 
 #include <omp.h>
 
+#include "core/f32_math.h"
 #include "runtime/kernels/fast/kernels.h"
 #include "runtime/kernels/fast/simd.h"
 #include "runtime/kernels/fast/vmath.h"
@@ -75,34 +76,54 @@ constexpr int kW = 16;
 
 // Does the [rows, dim] view at x (row stride ld) hold a NaN or inf? x·0
 // is ±0 for finite x and NaN otherwise, summed in 16 lanes across rows (a
-// horizontal sum per row cost more than the products: char GPT's dim 32).
+// horizontal sum per row cost more than the products: char GPT's dim 32),
+// into four accumulators in turn: one chain of dependent adds was 10 % of
+// char GPT's attention, waiting on each add's latency.
 DTL_FAST_CLONES bool nonFinite(const float* DTL_RESTRICT x, int64_t rows, int64_t dim, int64_t ld) {
-  V16 acc = {};
+  V16 acc[4] = {};
   float tail = 0;
+  int n = 0;
   for (int64_t i = 0; i < rows; ++i) {
     const float* row = x + i * ld;
     int64_t d = 0;
-    for (; d + kW <= dim; d += kW) {
+    for (; d + kW <= dim; d += kW, n = (n + 1) & 3) {
       V16 v;
       std::memcpy(&v, row + d, sizeof v);
-      acc += v * 0.0f;
+      acc[n] += v * 0.0f;
     }
     for (; d < dim; ++d) tail += row[d] * 0.0f;
   }
-  for (int j = 0; j < kW; ++j) tail += acc[j];
+  const V16 all = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  for (int j = 0; j < kW; ++j) tail += all[j];
   return tail != 0.0f;
 }
 
 // d [rows] = the row-wise dot products of two [rows, dim] views (row stride
 // ld), summed in gemmTile's order (and clone): with one key, out = v and
-// dP − D is exactly 0, as the reference's.
+// dP − D is exactly 0, as the reference's. Four rows at a time: four
+// independent chains of adds where one row's waited on each add.
 DTL_FAST_CLONES void rowDots(const float* DTL_RESTRICT a, const float* DTL_RESTRICT b, int64_t rows, int64_t dim,
                              int64_t ld, float* DTL_RESTRICT d) {
-  for (int64_t i = 0; i < rows; ++i) {
+  int64_t i = 0;
+  for (; i + 4 <= rows; i += 4) {
+    float sum[4] = {};
+    for (int64_t c = 0; c < dim; ++c)
+      for (int r = 0; r < 4; ++r) sum[r] += a[(i + r) * ld + c] * b[(i + r) * ld + c];
+    for (int r = 0; r < 4; ++r) d[i + r] = sum[r];
+  }
+  for (; i < rows; ++i) {
     float sum = 0;
     for (int64_t c = 0; c < dim; ++c) sum += a[i * ld + c] * b[i * ld + c];
     d[i] = sum;
   }
+}
+
+// x [from, to) = 0, in whole 16-lane stores where it can (this file is
+// built without GCC's loop-to-memset: runtime/CMakeLists.txt).
+__attribute__((always_inline)) inline void zeroSpan(float* DTL_RESTRICT x, int64_t from, int64_t to) {
+  const V16 zero = {};
+  for (; from + kW <= to; from += kW) std::memcpy(x + from, &zero, sizeof zero);
+  for (; from < to; ++from) x[from] = 0.0f;
 }
 
 // x [rows, dim] (row stride ld) = 0 in whole 16-lane stores: a memset call
@@ -357,8 +378,8 @@ DTL_FAST_CLONES void onlineRow(float* DTL_RESTRICT s, int64_t vis, int64_t cols,
   const float block = maxOfLanes(lanes);
   const float next = block > m ? block : m;
   const float base = next == -kInf ? 0.0f : next;
-  const float keep = m == -kInf ? 0.0f : std::exp(m - base);  // exp(−inf) is +0: no call on a row's first block
-  DTL_SIMD for (int64_t j = 0; j < whole; ++j) s[j] = j < vis ? std::exp(s[j] - base) : 0.0f;
+  const float keep = m == -kInf ? 0.0f : f32math::expF32(m - base);  // exp(−inf) is +0
+  DTL_SIMD for (int64_t j = 0; j < whole; ++j) s[j] = j < vis ? f32math::expF32(s[j] - base) : 0.0f;
   // Summed as 16 lanes (lane l: entries l, l + 16, …) and then by halving.
   V16 acc = {};
   for (int64_t j = 0; j < whole; j += kW) {
@@ -367,9 +388,8 @@ DTL_FAST_CLONES void onlineRow(float* DTL_RESTRICT s, int64_t vis, int64_t cols,
     acc += e;
   }
   float added = sumOfLanes(acc);
-  for (int64_t j = whole; j < vis; ++j) added += s[j] = std::exp(s[j] - base);
-  // still multiplied by v: 0·inf = NaN as the reference's
-  for (int64_t j = std::max(whole, vis); j < cols; ++j) s[j] = 0.0f;
+  for (int64_t j = whole; j < vis; ++j) added += s[j] = f32math::expF32(s[j] - base);
+  zeroSpan(s, std::max(whole, vis), cols);  // still multiplied by v: 0·inf = NaN as the reference's
   sum = sum * keep + added;
   DTL_SIMD for (int64_t d = 0; d < dim; ++d) o[d] *= keep;
   m = next;
@@ -473,12 +493,13 @@ struct QueryRows {
 DTL_FAST_CLONES void probabilityRow(float* DTL_RESTRICT p, float* DTL_RESTRICT ds, int64_t vis, int64_t cols,
                                     float lse, float row_d, float scale, bool d) {
   const int64_t whole = wholeBlocks(vis, cols);
-  DTL_SIMD for (int64_t j = 0; j < whole; ++j) p[j] = j < vis ? std::exp(p[j] - lse) : 0.0f;
-  for (int64_t j = whole; j < vis; ++j) p[j] = std::exp(p[j] - lse);
-  for (int64_t j = std::max(whole, vis); j < cols; ++j) p[j] = 0.0f;
+  DTL_SIMD for (int64_t j = 0; j < whole; ++j) p[j] = j < vis ? f32math::expF32(p[j] - lse) : 0.0f;
+  for (int64_t j = whole; j < vis; ++j) p[j] = f32math::expF32(p[j] - lse);
+  zeroSpan(p, std::max(whole, vis), cols);
   if (!d) return;
-  DTL_SIMD for (int64_t j = 0; j < vis; ++j) ds[j] = p[j] * (ds[j] - row_d) * scale;
-  for (int64_t j = vis; j < cols; ++j) ds[j] = 0.0f;
+  DTL_SIMD for (int64_t j = 0; j < whole; ++j) ds[j] = j < vis ? p[j] * (ds[j] - row_d) * scale : 0.0f;
+  for (int64_t j = whole; j < vis; ++j) ds[j] = p[j] * (ds[j] - row_d) * scale;
+  zeroSpan(ds, std::max(whole, vis), cols);
 }
 
 // The query block [q0, q0 + rows) against the key block whose transposed k
@@ -529,21 +550,28 @@ void backwardPair(const Heads& l, const float* q, const float* k, const float* v
   } else {
     rowTermsOverAllKeys(l, q, k, v, dy, lse, causal, b, h, t);
   }
-  // dq, dk and dv are summed in place, in the pair's own rows of the outputs.
-  zeroRows(dq + qo, l.sq, l.dim, ld);
+  // dq, dk and dv are summed in place, in the pair's own rows of the
+  // outputs: each sum's first block writes them (dq's at key block 0, which
+  // every query block meets; dk's and dv's at their key block's first query
+  // block), so no pass zeroes them first (1 MiB each in char GPT; 0 + x is
+  // x, the same bits). Keys no query sees are zeroed.
   const bool skip = causal && finite, pack = packs(l);
   for (int64_t k0 = 0; k0 < l.sk; k0 += kBlockK) {
     const int64_t cols = std::min(kBlockK, l.sk - k0);
+    float *dk_block = dk + ko + k0 * ld, *dv_block = dv + ko + k0 * ld;
+    // Queries before k0 see none of these keys: start at the block holding query k0.
+    const int64_t first_q0 = skip ? k0 / kBlockQ * kBlockQ : 0;
+    if (first_q0 >= l.sq) {
+      zeroRows(dk_block, cols, l.dim, ld);
+      zeroRows(dv_block, cols, l.dim, ld);
+      continue;
+    }
     transposeRows(k + ko + k0 * ld, ld, cols, l.dim, t.kt);
     transposeRows(v + ko + k0 * ld, ld, cols, l.dim, t.vt);
     const float* kb = k + ko + k0 * ld;
     if (pack) kb = packed(kb, ld, cols, l.dim, t.kp);
     const int64_t lk = pack ? l.dim : ld;
-    float *dk_block = dk + ko + k0 * ld, *dv_block = dv + ko + k0 * ld;
-    zeroRows(dk_block, cols, l.dim, ld);
-    zeroRows(dv_block, cols, l.dim, ld);
-    // Queries before k0 see none of these keys: start at the block holding query k0.
-    for (int64_t q0 = skip ? k0 / kBlockQ * kBlockQ : 0; q0 < l.sq; q0 += kBlockQ) {
+    for (int64_t q0 = first_q0; q0 < l.sq; q0 += kBlockQ) {
       const int64_t rows = std::min(kBlockQ, l.sq - q0);
       QueryRows r{q + qo + q0 * ld, dy + qo + q0 * ld, ld};
       if (pack) r = {packed(r.q, ld, rows, l.dim, t.qp), packed(r.dy, ld, rows, l.dim, t.dyp), l.dim};
@@ -551,9 +579,10 @@ void backwardPair(const Heads& l, const float* q, const float* k, const float* v
       // With `skip`, a key's sums start at the first query that sees it, a
       // query's end at the last key it sees (the rest: exact zeros).
       const Band seen_by = skip ? Band{.k_lo = k0 - q0} : Band{}, sees = skip ? Band{.k_hi = q0 - k0} : Band{};
-      gemmTile(cols, l.dim, rows, t.p, cols, r.dy, r.ld, dv_block, ld, 1.0f, true, seen_by, true);  // Pᵀ·dy
-      gemmTile(cols, l.dim, rows, t.ds, cols, r.q, r.ld, dk_block, ld, 1.0f, true, seen_by, true);  // dSᵀ·q
-      gemmTile(rows, l.dim, cols, t.ds, cols, kb, lk, dq + qo + q0 * ld, ld, 1.0f, true, sees);
+      const bool onto_kv = q0 != first_q0, onto_q = k0 != 0;
+      gemmTile(cols, l.dim, rows, t.p, cols, r.dy, r.ld, dv_block, ld, 1.0f, onto_kv, seen_by, true);  // Pᵀ·dy
+      gemmTile(cols, l.dim, rows, t.ds, cols, r.q, r.ld, dk_block, ld, 1.0f, onto_kv, seen_by, true);  // dSᵀ·q
+      gemmTile(rows, l.dim, cols, t.ds, cols, kb, lk, dq + qo + q0 * ld, ld, 1.0f, onto_q, sees);
     }
   }
 }

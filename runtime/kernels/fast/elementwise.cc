@@ -1,13 +1,15 @@
 // Elementwise kernels: unary functions and their gradients, name-broadcast
 // binary arithmetic and comparisons, fill, cast, arange and dropout.
-// Every float loop vectorises, transcendental functions through libmvec
-// (vmath.h); conditions are written as selects or 0/1 factors, never as
+// Every float loop vectorises: gelu's erf and exp as core/f32_math.h's
+// polynomials (the JIT's bits), the other transcendental functions through
+// libmvec (vmath.h); conditions are written as selects or 0/1 factors, never as
 // branches, which GCC would keep (a mispredicted branch per element).
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <numbers>
 
+#include "core/f32_math.h"
 #include "runtime/kernels/fast/kernels.h"
 #include "runtime/kernels/fast/simd.h"
 #include "runtime/kernels/fast/strided.h"
@@ -38,7 +40,7 @@ DTL_FAST_CLONES void unaryLoop(Unary op, float* DTL_RESTRICT y, const float* DTL
   return;
   switch (op) {
     case Unary::Relu: DTL_UNARY(v <= 0.0f ? 0.0f : v)  // NaN stays NaN; not a max, which would drop it
-    case Unary::Gelu: DTL_UNARY(0.5f * v * (1.0f + std::erf(v * kInvSqrt2)))
+    case Unary::Gelu: DTL_UNARY(0.5f * v * (1.0f + f32math::erfF32(v * kInvSqrt2)))
     case Unary::GeluTanh: DTL_UNARY(0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + kGeluTanhC * v * v * v))))
     case Unary::Silu: DTL_UNARY(v * sigmoid(v))
     case Unary::Tanh: DTL_UNARY(std::tanh(v))
@@ -67,7 +69,8 @@ DTL_FAST_CLONES void unaryGradLoop(Unary op, float* DTL_RESTRICT dx, const float
     case Unary::Relu:  // a select, as the reference: dy at NaN, 0 where x ≤ 0 even for a NaN dy
       DTL_SIMD for (int64_t i = 0; i < n; ++i) dx[i] = x[i] <= 0.0f ? 0.0f : dy[i];
       return;
-    case Unary::Gelu: DTL_DERIV(0.5f * (1.0f + std::erf(v * kInvSqrt2)) + v * kInvSqrt2Pi * std::exp(-0.5f * v * v))
+    case Unary::Gelu:
+      DTL_DERIV(0.5f * (1.0f + f32math::erfF32(v * kInvSqrt2)) + v * kInvSqrt2Pi * f32math::expF32(-0.5f * v * v))
     case Unary::GeluTanh: {
       DTL_SIMD for (int64_t i = 0; i < n; ++i) {
         const float v = x[i], t = std::tanh(kSqrt2OverPi * (v + kGeluTanhC * v * v * v));
