@@ -11,9 +11,13 @@
 #include <functional>
 #include <limits>
 #include <numbers>
+#include <string_view>
 #include <unordered_map>
 
+#include "compiler/codegen/emit_f32_math.h"
 #include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/InstIterator.h"
+#include "llvm/IR/IntrinsicInst.h"
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/IntrinsicsNVPTX.h"
 #include "llvm/IR/LLVMContext.h"
@@ -50,7 +54,9 @@ class Emitter {
   Value* dbl(double v) { return llvm::ConstantFP::get(f64(), v); }
 
   llvm::Function* bodyFunction(const std::string& name, llvm::GlobalValue::LinkageTypes linkage);
-  Value* loop(int64_t n, const std::string& name, Value* init, const std::function<Value*(Value*, Value*)>& body);
+  Value* loop(int64_t n, const std::string& name, Value* init, const std::function<Value*(Value*, Value*)>& body,
+              llvm::MDNode* hints = nullptr);
+  llvm::MDNode* orderedSumHints();
   void loopNest(const Shape& s, size_t d, Coords& c, const std::function<void(const Coords&)>& body);
   void loopRange(Value* lo, Value* hi, const std::string& name, const std::function<void(Value*)>& body);
   void point(const PlanPhase& phase, const Coords& c);
@@ -117,9 +123,10 @@ llvm::Function* Emitter::bodyFunction(const std::string& name, llvm::GlobalValue
 }
 
 // for (i = 0; i < n; ++i) acc = body(i, acc); returns the last acc (init when
-// n is 0). `init` may be null for a loop without an accumulator.
+// n is 0). `init` may be null for a loop without an accumulator. `hints`:
+// the loop's llvm.loop metadata (orderedSumHints), or none.
 Value* Emitter::loop(int64_t n, const std::string& name, Value* init,
-                     const std::function<Value*(Value*, Value*)>& body) {
+                     const std::function<Value*(Value*, Value*)>& body, llvm::MDNode* hints) {
   if (n == 0) return init;
   llvm::Function* f = b_.GetInsertBlock()->getParent();
   llvm::BasicBlock* pre = b_.GetInsertBlock();
@@ -136,9 +143,43 @@ Value* Emitter::loop(int64_t n, const std::string& name, Value* init,
   llvm::BasicBlock* latch = b_.GetInsertBlock();
   i->addIncoming(next, latch);
   if (acc) acc->addIncoming(next_acc, latch);
-  b_.CreateCondBr(b_.CreateICmpULT(next, b_.getInt64(n)), head, exit);
+  llvm::BranchInst* back = b_.CreateCondBr(b_.CreateICmpULT(next, b_.getInt64(n)), head, exit);
+  if (hints) back->setMetadata(llvm::LLVMContext::MD_loop, hints);
   b_.SetInsertPoint(exit);
   return next_acc;  // defined in the latch, exit's only predecessor
+}
+
+// A sum's loop on x86: vectorised exactly kSumLanes wide, one vector of
+// partial sums (lane l adds elements l, l + 16, …; then the lanes as
+// LLVM's reduction tree; then the elements past the last whole vector in
+// order), not unrolled before it is vectorised, its adds without reassoc. So its order is fixed
+// by the sum alone, whatever the loop body computes: letting LLVM
+// reassociate (the `reassoc` flag this replaced) let the cost of the body
+// decide the order — a probe kernel that stores every node and the fused
+// kernel then summed the same terms in different orders once exp and erf
+// became inline polynomials (docs/compiler.md, "Sums in a fixed order").
+// Forcing the width is what lets the vectoriser reorder an f32 sum without
+// the flag. Epilogue vectorisation, which would sum the leftover elements
+// in lanes too, is off for the JIT (jit_x86.cc).
+llvm::MDNode* Emitter::orderedSumHints() {
+  auto flag = [&](const char* name, llvm::Metadata* value) -> llvm::Metadata* {
+    llvm::SmallVector<llvm::Metadata*, 2> ops{llvm::MDString::get(ctx_, name)};
+    if (value) ops.push_back(value);
+    return llvm::MDNode::get(ctx_, ops);
+  };
+  auto i32 = [&](int v) { return llvm::ConstantAsMetadata::get(b_.getInt32(v)); };
+  // Once vectorised, its loops may be unrolled (each still adds into one
+  // accumulator, in order); before, unrolling would leave no loop to vectorise.
+  llvm::MDNode* after = llvm::MDNode::get(ctx_, {flag("llvm.loop.isvectorized", i32(1))});
+  llvm::SmallVector<llvm::Metadata*, 6> ops{nullptr,  // the loop's own node, filled in below
+                                            flag("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getTrue())),
+                                            flag("llvm.loop.vectorize.width", i32(kSumLanes)),
+                                            flag("llvm.loop.interleave.count", i32(1)),
+                                            flag("llvm.loop.unroll.disable", nullptr),
+                                            flag("llvm.loop.vectorize.followup_all", after)};
+  llvm::MDNode* loop = llvm::MDNode::getDistinct(ctx_, ops);
+  loop->replaceOperandWith(0, loop);
+  return loop;
 }
 
 // for (i = lo; i < hi; ++i) body(i), bounds known only at run time.
@@ -233,6 +274,12 @@ Value* Emitter::reduction(int id, const Coords& at) {
   const Shape& in = r_.node(n.a).shape;
   int64_t extent = in.dims[static_cast<size_t>(in.find(n.dim))].size;
   float identity = n.reduce == ReduceFn::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
+  // In lanes only along the operand's last dim, whose terms lie next to each
+  // other; along another dim each vector of lanes would be gathered from
+  // terms a row apart: those sums add in order, one term after another, as
+  // do sums of fewer than kSumLanes terms (in lanes, the same order).
+  const bool lanes = target_ == Target::X86 && n.reduce != ReduceFn::Max && in.dims.back().name == n.dim &&
+                     extent >= kSumLanes;
   Coords c = at;
   Value* acc = loop(extent, n.dim, llvm::ConstantFP::get(f32(), identity), [&](Value* i, Value* acc) -> Value* {
     c[n.dim] = i;
@@ -244,12 +291,8 @@ Value* Emitter::reduction(int id, const Coords& at) {
       Value* nan_over_number = b_.CreateAnd(b_.CreateFCmpUNO(x, x), b_.CreateFCmpORD(acc, acc));
       return b_.CreateSelect(b_.CreateOr(larger, nan_over_number), x, acc);
     }
-    llvm::FastMathFlags reassoc;
-    reassoc.setAllowReassoc();
-    auto* sum = llvm::cast<llvm::Instruction>(b_.CreateFAdd(acc, x));
-    sum->setFastMathFlags(reassoc);
-    return sum;
-  });
+    return b_.CreateFAdd(acc, x);
+  }, lanes ? orderedSumHints() : nullptr);
   if (n.reduce == ReduceFn::Mean) acc = b_.CreateFDiv(acc, llvm::ConstantFP::get(f32(), static_cast<double>(extent)));
   return acc;
 }
@@ -299,9 +342,13 @@ Value* Emitter::intrinsic(llvm::Intrinsic::ID id, Value* x) {
   return b_.CreateCall(f, {x});
 }
 
-// f32 fn(f32) of libm (x86; jit_x86.cc may route it through libmvec's
-// vector variants, vector_math.h) or libdevice (`__nv_expf` …, NVPTX).
+// f32 fn(f32): on x86 expf and erff inline (core/f32_math.h's polynomials,
+// emit_f32_math.h), logf and tanhf from libm (jit_x86.cc may route them
+// through libmvec's vector variants, vector_math.h); on NVPTX libdevice's
+// (`__nv_expf` …).
 Value* Emitter::math(const char* fn, Value* x) {
+  if (target_ == Target::X86 && std::string_view(fn) == "expf") return emitExpF32(b_, x);
+  if (target_ == Target::X86 && std::string_view(fn) == "erff") return emitErfF32(b_, x);
   std::string name = target_ == Target::NVPTX ? std::string("__nv_") + fn : std::string(fn);
   llvm::Type* type = f32();
   if (name == "__nv_tanhf") {  // libdevice's tanhf divides with rcp.approx.ftz: its double tanh keeps denormals
@@ -648,6 +695,21 @@ void Emitter::emitNvptx(const std::string& symbol) {
   }
 }
 
+// The vectoriser ends an f32 sum's loop with one ordered reduction of its
+// lanes (no reassoc on our adds: orderedSumHints), 16 dependent scalar adds
+// per sum — char GPT's last layer-norm backward region ran 2-3x slower so
+// (0.44 against 0.18 ms in jit_bench's profile). Allowed to
+// reassociate, the call lowers to the target's halving tree (lane l + lane
+// l + 8, then + 4, + 2, + 1): a fixed order for the vector type, whatever
+// the loop's body, as the lanes' own order is.
+void treeReductions(llvm::Module& m) {
+  for (llvm::Function& f : m)
+    for (llvm::Instruction& inst : llvm::instructions(f))
+      if (auto* call = llvm::dyn_cast<llvm::IntrinsicInst>(&inst);
+          call && call->getIntrinsicID() == llvm::Intrinsic::vector_reduce_fadd)
+        call->setHasAllowReassoc(true);
+}
+
 }  // namespace
 
 void optimiseModule(llvm::Module& m, llvm::TargetMachine& tm) {
@@ -665,6 +727,7 @@ void optimiseModule(llvm::Module& m, llvm::TargetMachine& tm) {
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
   pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
+  treeReductions(m);
 }
 
 std::string phaseKernelName(const std::string& symbol, size_t k) { return symbol + "_p" + std::to_string(k); }

@@ -3,12 +3,12 @@
 // no triple, data layout or optimisation: jit_x86.h and ptx.h do.
 //
 // Arithmetic: f32 as IEEE without fast-math flags (NaN and ±inf as the
-// reference kernels), except that a sum's accumulation may be reassociated
-// (so it vectorises; its error stays within γₙ·Σ|xᵢ|). The transcendental
+// reference kernels); an x86 sum adds in kSumLanes lanes (a fixed order that
+// vectorises; its error stays within γₙ·Σ|xᵢ|). The transcendental
 // functions (exp log tanh sigmoid silu gelu gelu_tanh) are f32 formulas over
-// f32 expf/logf/tanhf/erff calls, as the fast backend computes them: glibc's
-// libm on x86 (or libmvec's vector variants, vector_math.h), libdevice's
-// __nv_*f on NVPTX; tests/support/region_oracle.cc bounds their error
+// f32 exp, log, tanh and erf: on x86 exp and erf inline (core/f32_math.h,
+// the fast backend's own), logf and tanhf from glibc's libm (or libmvec's
+// vector variants, vector_math.h); libdevice's __nv_*f on NVPTX; tests/support/region_oracle.cc bounds their error
 // against the reference's double formulas. So are the gradients of gelu,
 // gelu_tanh, silu, tanh, sigmoid and exp (the fast backend's f32 formulas
 // over the same calls); the other gradients and rsqrt stay double formulas
@@ -32,6 +32,12 @@ class TargetMachine;
 namespace dtl::codegen {
 
 enum class Target { X86, NVPTX };
+
+// An x86 sum adds its terms in this many lanes, then the lanes as LLVM's
+// reduction tree, then the leftover terms in order: the same order on every
+// host and in every kernel that computes the sum (emit_llvm.cc,
+// orderedSumHints). 16: one AVX-512 register, two AVX2 ones.
+inline constexpr int kSumLanes = 16;
 
 // X86: one function `void SYMBOL(void** buffers, i64 begin, i64 end)`, the
 // buffers in the plan's order (inputs, outputs, scratch), distinct and not

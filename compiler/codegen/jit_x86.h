@@ -107,7 +107,7 @@ class JitKernel {
 // 5: deferred sums over the split dim (partials per chunk, a tail); 6: a reduction operand adds into its partial
 // only after its own phase; 7: the phases in one nest over the dims their spaces share in front; 8: every
 // function realigns its stack (64-byte vector spills around libmvec calls)
-inline constexpr int kGeneratorVersion = 8;
+inline constexpr int kGeneratorVersion = 9;
 
 // nullptr with *error set when the region is malformed or LLVM fails. With
 // a cache, an object stored under the region's key is loaded instead of

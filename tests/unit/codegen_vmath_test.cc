@@ -1,4 +1,5 @@
-// The generator's transcendentals (f32 formulas over libmvec, vector_math.h)
+// The generator's transcendentals (f32 formulas over inline exp and erf,
+// core/f32_math.h, and libmvec's log and tanh, vector_math.h)
 // against the reference over many inputs: the special values, random 32-bit
 // patterns (every exponent, NaN payloads, denormals) and uniform values where
 // the functions bend, over/underflow or cancel. Each element must be within
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <random>
 
+#include "core/f32_math.h"
 #include "runtime/kernels/reference/elementwise.h"
 #include "tests/unit/codegen_check.h"
 
@@ -235,18 +237,18 @@ TEST(CodegenVmath, GradientSweepWithinBounds) {
 
 // The loop calls the vector variant of the host's width (or, without
 // libmvec, plain libm), and the shim that computes the remainder is there;
-// so do the gradients computed in f32.
+// so do the gradients computed in f32. (exp and erf are inline: below.)
 TEST(CodegenVmath, LoopsCallTheHostsVectorVariant) {
   const std::string vm = hostVectorMath();
   const Shape s{{{"rows", 5}, {"i", 1003}}};
-  for (UnaryFn fn : {UnaryFn::Exp, UnaryFn::Log, UnaryFn::Tanh, UnaryFn::Gelu}) {
+  for (UnaryFn fn : {UnaryFn::Log, UnaryFn::Tanh, UnaryFn::GeluTanh}) {
     for (bool grad : {false, true}) {
       if (grad && fn == UnaryFn::Log) continue;  // 1/x in double: no call
       Region r(std::string(grad ? "vector_grad_" : "vector_") + fnName(fn));
       int x = r.input("x", s);
       r.output("y", grad ? r.unaryGrad(fn, x, r.input("dy", s)) : r.unary(fn, x));
       const std::string ir = x86Ir(r, /*optimised=*/true);
-      const std::string name = fn == UnaryFn::Gelu ? "erff" : std::string(fnName(fn)) + "f";
+      const std::string name = fn == UnaryFn::Log ? "logf" : "tanhf";
       if (vm.rfind("libmvec ", 0) == 0) {
         const std::string prefix = vm.substr(8, vm.find(' ', 8) - 8);  // "_ZGVeN16v_"
         const std::string lanes = prefix.substr(6, prefix.size() - 8);  // "16"
@@ -260,6 +262,36 @@ TEST(CodegenVmath, LoopsCallTheHostsVectorVariant) {
   }
 }
 
+// exp and erf are core/f32_math.h's polynomials inline (no call: nothing
+// for a loop to spill around), and the generated exp and gelu compute the
+// fast kernels' bits (elementwise.cc's gelu is 0.5·x·(1 + erf(x/√2)) over
+// the same erfF32) on the sweep's samples, NaN, ±inf and denormals included.
+TEST(CodegenVmath, ExpAndErfAreInlineAndTheFastKernelsBits) {
+  const Shape s{{{"i", kChunk}}};
+  std::vector<float> x(static_cast<size_t>(kChunk)), y(x.size());
+  fillSamples(0, x);
+  for (UnaryFn fn : {UnaryFn::Exp, UnaryFn::Gelu}) {
+    Region r(std::string("inline_") + fnName(fn));
+    r.output("y", r.unary(fn, r.input("x", s)));
+    const std::string ir = x86Ir(r, /*optimised=*/true);
+    for (const char* call : {"@expf", "@erff", "_ZGV", "@dtl_vm_"}) EXPECT_EQ(ir.find(call), std::string::npos) << call;
+    EXPECT_NE(ir.find("@llvm.fma."), std::string::npos) << ir;
+    std::string error;
+    std::unique_ptr<JitKernel> k = compileX86(r, &error);
+    ASSERT_TRUE(k) << error;
+    k->run({x.data()}, {y.data()});
+    int64_t differ = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float v = x[i];
+      const float want = fn == UnaryFn::Exp ? f32math::expF32(v)
+                                            : 0.5f * v * (1.0f + f32math::erfF32(v * 0.7071067811865476f));
+      if (std::memcmp(&want, &y[i], sizeof want) != 0 && !(std::isnan(want) && std::isnan(y[i])))
+        EXPECT_LT(differ++, 3) << fnName(fn) << "(" << v << "): jit " << y[i] << ", C++ " << want;
+    }
+    EXPECT_EQ(differ, 0) << fnName(fn);
+  }
+}
+
 // Every host function realigns its stack: a loop that calls libmvec keeps
 // 64-byte vectors on the stack across each call, and on a stack aligned to
 // the ABI's 16 bytes their alignment (so whether each spill splits over two
@@ -269,7 +301,7 @@ TEST(CodegenVmath, FunctionsRealignTheirStackForVectorSpills) {
   const Shape s{{{"rows", 5}, {"i", 1003}}};
   Region r("spills");
   int x = r.input("x", s);
-  r.output("y", r.unaryGrad(UnaryFn::Gelu, x, r.input("dy", s)));
+  r.output("y", r.unaryGrad(UnaryFn::GeluTanh, x, r.input("dy", s)));  // tanhf: a libmvec call
   const std::string ir = x86Ir(r, /*optimised=*/true);
   int defined = 0;
   for (size_t at = ir.find("\ndefine "); at != std::string::npos; at = ir.find("\ndefine ", at + 1)) {
