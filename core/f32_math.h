@@ -5,7 +5,7 @@
 // around each call; char GPT's GELU gradient spent most of its time so.
 //
 // One formula, two implementations that agree bit for bit: these C++
-// functions (the fast kernels) and the x86 JIT's IR (compiler/codegen/
+// functions (the fast kernels' gelu and attention) and the x86 JIT's IR (compiler/codegen/
 // emit_f32_math.cc) take the constants below and do the same operations in
 // the same order, every multiply-add an explicit fused one (std::fma,
 // llvm.fma), so no compiler's contraction choice can tell them apart.
@@ -68,7 +68,7 @@ template <size_t N>
 [[gnu::always_inline]] inline float expF32(float x) {
   const float xc = x < kExpLowest ? kExpLowest : (x > kExpHighest ? kExpHighest : x);
   const float k = std::fma(xc, kLog2e, kRoundingShift);
-  const int32_t n = std::bit_cast<int32_t>(k) - std::bit_cast<int32_t>(kRoundingShift);  // in [−150, 129]
+  const int32_t n = std::bit_cast<int32_t>(k) - std::bit_cast<int32_t>(kRoundingShift);  // in [−150, 128]
   const float kf = k - kRoundingShift;
   const float r = std::fma(kf, -kLn2Lo, std::fma(kf, -kLn2Hi, xc));
   const float p = horner(kExpPoly, r);

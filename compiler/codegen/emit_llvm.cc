@@ -23,6 +23,7 @@
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Target/TargetMachine.h"
 
 namespace dtl::codegen {
@@ -149,18 +150,11 @@ Value* Emitter::loop(int64_t n, const std::string& name, Value* init,
   return next_acc;  // defined in the latch, exit's only predecessor
 }
 
-// A sum's loop on x86: vectorised exactly kSumLanes wide, one vector of
-// partial sums (lane l adds elements l, l + 16, …; then the lanes as
-// LLVM's reduction tree; then the elements past the last whole vector in
-// order), not unrolled before it is vectorised, its adds without reassoc. So its order is fixed
-// by the sum alone, whatever the loop body computes: letting LLVM
-// reassociate (the `reassoc` flag this replaced) let the cost of the body
-// decide the order — a probe kernel that stores every node and the fused
-// kernel then summed the same terms in different orders once exp and erf
-// became inline polynomials (docs/compiler.md, "Sums in a fixed order").
-// Forcing the width is what lets the vectoriser reorder an f32 sum without
-// the flag. Epilogue vectorisation, which would sum the leftover elements
-// in lanes too, is off for the JIT (jit_x86.cc).
+// A sum's loop on x86: the vectoriser must widen it exactly kSumLanes, one
+// accumulator, and may not unroll it first; its adds carry no reassoc. So
+// its order is the sum's alone, whatever the body (docs/compiler.md, "Sums
+// in a fixed order"): forcing the width is what lets the vectoriser reorder
+// an f32 sum without the flag.
 llvm::MDNode* Emitter::orderedSumHints() {
   auto flag = [&](const char* name, llvm::Metadata* value) -> llvm::Metadata* {
     llvm::SmallVector<llvm::Metadata*, 2> ops{llvm::MDString::get(ctx_, name)};
@@ -171,8 +165,9 @@ llvm::MDNode* Emitter::orderedSumHints() {
   // Once vectorised, its loops may be unrolled (each still adds into one
   // accumulator, in order); before, unrolling would leave no loop to vectorise.
   llvm::MDNode* after = llvm::MDNode::get(ctx_, {flag("llvm.loop.isvectorized", i32(1))});
+  llvm::Metadata* enable = flag("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getTrue()));
   llvm::SmallVector<llvm::Metadata*, 6> ops{nullptr,  // the loop's own node, filled in below
-                                            flag("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getTrue())),
+                                            enable,
                                             flag("llvm.loop.vectorize.width", i32(kSumLanes)),
                                             flag("llvm.loop.interleave.count", i32(1)),
                                             flag("llvm.loop.unroll.disable", nullptr),
@@ -712,7 +707,20 @@ void treeReductions(llvm::Module& m) {
 
 }  // namespace
 
+std::string keepSumsInOrder() {
+  static const std::string why = [] {
+    llvm::cl::Option* o = llvm::cl::getRegisteredOptions().lookup("enable-epilogue-vectorization");
+    if (!o) return std::string("LLVM has no enable-epilogue-vectorization option: sums would lose their fixed order");
+    // The option parses the value as its own type: no cast to guess it.
+    if (o->addOccurrence(0, "enable-epilogue-vectorization", "false"))
+      return std::string("LLVM refused enable-epilogue-vectorization=false");
+    return std::string();
+  }();
+  return why;
+}
+
 void optimiseModule(llvm::Module& m, llvm::TargetMachine& tm) {
+  keepSumsInOrder();  // the x86 engine refuses to start where it fails (jit_x86.cc)
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;

@@ -7,8 +7,9 @@
 // vectorises; its error stays within γₙ·Σ|xᵢ|). The transcendental
 // functions (exp log tanh sigmoid silu gelu gelu_tanh) are f32 formulas over
 // f32 exp, log, tanh and erf: on x86 exp and erf inline (core/f32_math.h,
-// the fast backend's own), logf and tanhf from glibc's libm (or libmvec's
-// vector variants, vector_math.h); libdevice's __nv_*f on NVPTX; tests/support/region_oracle.cc bounds their error
+// which the fast backend's gelu and attention call too; its other exps are
+// libmvec's), logf and tanhf from glibc's libm (or libmvec's vector
+// variants, vector_math.h); libdevice's __nv_*f on NVPTX; tests/support/region_oracle.cc bounds their error
 // against the reference's double formulas. So are the gradients of gelu,
 // gelu_tanh, silu, tanh, sigmoid and exp (the fast backend's f32 formulas
 // over the same calls); the other gradients and rsqrt stay double formulas
@@ -57,6 +58,12 @@ std::unique_ptr<llvm::Module> emitRegion(const Region& r, const KernelPlan& plan
 
 // LLVM's O3 pipeline with `tm`'s cost models (and its target passes: NVVMReflect for NVPTX).
 void optimiseModule(llvm::Module& m, llvm::TargetMachine& tm);
+
+// Turns LLVM's epilogue vectorisation off, once for the process (it would
+// add a sum's leftover terms in narrower lanes where the cost model likes
+// it: an order that hangs on the loop body). optimiseModule, which every
+// pipeline of this process runs through, calls it first. "" or why not.
+std::string keepSumsInOrder();
 
 // The NVPTX kernel name of phase `k`.
 std::string phaseKernelName(const std::string& symbol, size_t k);

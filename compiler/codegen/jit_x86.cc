@@ -28,7 +28,6 @@
 #include "llvm/IR/Module.h"
 #include "llvm/IR/Verifier.h"
 #include "llvm/Support/TargetSelect.h"
-#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
@@ -95,13 +94,10 @@ Engine& engine() {
   std::call_once(once, [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
-    // A sum's leftover terms are added in order after its kSumLanes lanes;
-    // epilogue vectorisation would add them in narrower lanes where the cost
-    // model finds it worth it, an order that hangs on the loop body
-    // (emit_llvm.cc, orderedSumHints). The option is LLVM's, process-wide;
-    // this process compiles nothing else with LLVM.
-    if (auto* epilogue = llvm::cl::getRegisteredOptions().lookup("enable-epilogue-vectorization"))
-      static_cast<llvm::cl::opt<bool>*>(epilogue)->setValue(false);
+    if (std::string why = keepSumsInOrder(); !why.empty()) {
+      e.error = why;
+      return;
+    }
     e.host = detectHost();
     auto tm = hostBuilder(e.host).createTargetMachine();
     if (!tm) {
@@ -147,10 +143,12 @@ std::unique_ptr<llvm::Module> hostModule(Engine& e, const ModuleEmitter& emit, l
                                          std::string* error) {
   llvm::TargetMachine* tm = threadMachine(e, error);
   if (!tm) return nullptr;
-  // A sum's loop the vectoriser cannot widen as orderedSumHints asks stays
-  // a loop adding in order, and LLVM would warn on stderr: the kernel is
-  // still right (the oracle's probe-equals-fused check is what would show
-  // a changed order), nothing for a user to act on. Only errors are printed.
+  // LLVM warns on stderr of each loop it cannot transform as metadata asks
+  // (a sum of fewer terms than kSumLanes it could not take for a reduction;
+  // every call in a sum's body has a 16-lane variant, vector_math.h): the
+  // kernel is right either way, nothing for a user to act on, and
+  // CodegenSums.ASumsOrderIsFixedByTheSumAlone checks the order. Only
+  // errors are printed.
   ctx.setDiagnosticHandlerCallBack([](const llvm::DiagnosticInfo& d, void*) {
     if (d.getSeverity() != llvm::DS_Error) return;
     llvm::DiagnosticPrinterRawOStream printer(llvm::errs());

@@ -106,8 +106,9 @@ class JitKernel {
 // 2: f32 transcendentals, libmvec; 3: a reduction loads an output stored before it; 4: f32 gradients of the transcendentals
 // 5: deferred sums over the split dim (partials per chunk, a tail); 6: a reduction operand adds into its partial
 // only after its own phase; 7: the phases in one nest over the dims their spaces share in front; 8: every
-// function realigns its stack (64-byte vector spills around libmvec calls)
-inline constexpr int kGeneratorVersion = 9;
+// function realigns its stack (64-byte vector spills around libmvec calls); 9: exp and erf inline, sums in
+// a fixed order (16 lanes, a halving tree, the rest in order); 10: 16-lane variants of every libm call
+inline constexpr int kGeneratorVersion = 10;
 
 // nullptr with *error set when the region is malformed or LLVM fails. With
 // a cache, an object stored under the region's key is loaded instead of

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "compiler/codegen/emit_llvm.h"
 #include "llvm/Analysis/TargetTransformInfo.h"
 #include "llvm/Analysis/VectorUtils.h"
 #include "llvm/IR/IRBuilder.h"
@@ -16,7 +17,8 @@ namespace dtl::codegen {
 
 namespace {
 
-constexpr const char* kFunctions[] = {"expf", "logf", "tanhf", "erff"};
+// The libm calls the emitter still makes (exp and erf are inline, emit_f32_math.h).
+constexpr const char* kFunctions[] = {"logf", "tanhf"};
 
 // The vectoriser's register width in bits for a function with these attributes.
 unsigned vectorBits(llvm::TargetMachine& tm, const std::string& cpu, const std::string& features) {
@@ -68,42 +70,104 @@ VectorMath chooseVectorMath(llvm::TargetMachine& tm, const std::string& cpu, con
   return vm;
 }
 
+namespace {
+
+// <16 x float> NAME(<16 x float>) = `lane` on each piece of `width` lanes
+// (width 1: a scalar float each): the sums' 16-lane variant, built from
+// the host's own, so each element gets the very function it gets elsewhere.
+llvm::Function* sixteenLanes(llvm::Module& m, const std::string& name, llvm::FunctionCallee lane, unsigned width) {
+  llvm::LLVMContext& ctx = m.getContext();
+  auto* v16 = llvm::FixedVectorType::get(llvm::Type::getFloatTy(ctx), kSumLanes);
+  auto* f = llvm::Function::Create(llvm::FunctionType::get(v16, {v16}, false), llvm::GlobalValue::InternalLinkage,
+                                   name, m);
+  f->addFnAttr(llvm::Attribute::NoInline);  // kept whole, as the vectoriser expects a call
+  f->setDoesNotAccessMemory();
+  f->setDoesNotThrow();
+  f->setWillReturn();
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", f));
+  llvm::Value* in = f->getArg(0);
+  llvm::Value* out = llvm::PoisonValue::get(v16);
+  for (unsigned at = 0; at < kSumLanes; at += width) {
+    llvm::SmallVector<int, 16> piece, back(kSumLanes);
+    for (unsigned l = 0; l < width; ++l) piece.push_back(static_cast<int>(at + l));
+    llvm::Value* x = width == 1 ? b.CreateExtractElement(in, uint64_t{at}) : b.CreateShuffleVector(in, piece);
+    llvm::CallInst* y = b.CreateCall(lane, {x});
+    y->setDoesNotAccessMemory();
+    if (width == 1) {
+      out = b.CreateInsertElement(out, y, uint64_t{at});
+      continue;
+    }
+    // out's lanes [at, at + width) from y, the others kept
+    llvm::Value* wide = b.CreateShuffleVector(y, llvm::PoisonValue::get(y->getType()), [&] {
+      llvm::SmallVector<int, 16> grow(kSumLanes, -1);
+      for (unsigned l = 0; l < width; ++l) grow[at + l] = static_cast<int>(l);
+      return grow;
+    }());
+    for (unsigned l = 0; l < kSumLanes; ++l)
+      back[l] = l >= at && l < at + width ? static_cast<int>(kSumLanes + l) : static_cast<int>(l);
+    out = b.CreateShuffleVector(out, wide, back);
+  }
+  b.CreateRet(out);
+  return f;
+}
+
+}  // namespace
+
 void useVectorMath(llvm::Module& m, const VectorMath& vm) {
-  if (vm.lanes == 0) return;
   llvm::LLVMContext& ctx = m.getContext();
   llvm::Type* f32 = llvm::Type::getFloatTy(ctx);
-  auto* vty = llvm::FixedVectorType::get(f32, static_cast<unsigned>(vm.lanes));
   for (const char* fn : kFunctions) {
     llvm::Function* scalar = m.getFunction(fn);
     if (!scalar || scalar->use_empty()) continue;
-    std::string vector_name = vm.prefix + fn;
-    auto* vector = llvm::cast<llvm::Function>(
-        m.getOrInsertFunction(vector_name, llvm::FunctionType::get(vty, {vty}, false)).getCallee());
-    vector->setDoesNotAccessMemory();
-    vector->setDoesNotThrow();
-    vector->setWillReturn();
-
-    std::string shim_name = std::string("dtl_vm_") + fn;
+    // The one function every element gets: libmvec's variant of the host's
+    // width (lane 0 of a splat for a scalar call), or plain libm.
+    llvm::Function* vector = nullptr;
+    if (vm.lanes > 0) {
+      auto* vty = llvm::FixedVectorType::get(f32, static_cast<unsigned>(vm.lanes));
+      vector = llvm::cast<llvm::Function>(
+          m.getOrInsertFunction(vm.prefix + fn, llvm::FunctionType::get(vty, {vty}, false)).getCallee());
+      vector->setDoesNotAccessMemory();
+      vector->setDoesNotThrow();
+      vector->setWillReturn();
+      llvm::appendToCompilerUsed(m, {vector});  // kept until the vectoriser calls it
+    }
     auto* shim = llvm::Function::Create(llvm::FunctionType::get(f32, {f32}, false), llvm::GlobalValue::InternalLinkage,
-                                        shim_name, m);
+                                        std::string("dtl_vm_") + fn, m);
     shim->addFnAttr(llvm::Attribute::NoInline);  // inlined, the loop would hold a vector call it cannot widen
     shim->setDoesNotAccessMemory();
     shim->setDoesNotThrow();
     shim->setWillReturn();
+    scalar->replaceAllUsesWith(shim);  // before the shim's own call of it, below
     llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", shim));
-    llvm::Value* splat = b.CreateVectorSplat(static_cast<unsigned>(vm.lanes), shim->getArg(0));
-    llvm::CallInst* lanes = b.CreateCall(vector, {splat});
-    lanes->setDoesNotAccessMemory();
-    b.CreateRet(b.CreateExtractElement(lanes, uint64_t{0}));
-
-    scalar->replaceAllUsesWith(shim);
-    scalar->eraseFromParent();
-    std::string variant =
-        llvm::VFABI::mangleTLIVectorName(vector_name, shim_name, 1, llvm::ElementCount::getFixed(static_cast<unsigned>(vm.lanes)));
+    llvm::CallInst* lane;
+    if (vector) {
+      lane = b.CreateCall(vector, {b.CreateVectorSplat(static_cast<unsigned>(vm.lanes), shim->getArg(0))});
+      b.CreateRet(b.CreateExtractElement(lane, uint64_t{0}));
+    } else {
+      lane = b.CreateCall(scalar, {shim->getArg(0)});
+      b.CreateRet(lane);
+    }
+    lane->setDoesNotAccessMemory();
+    if (vector) scalar->eraseFromParent();
+    // The variants the vectoriser may call: the host's width, and 16 lanes
+    // (a sum's forced width, emit_llvm.h kSumLanes) built from it, so a sum
+    // over fn's values vectorises on every host as its order requires.
+    std::vector<std::string> variants;
+    const std::string shim_name = shim->getName().str();
+    if (vector) {
+      const auto width = llvm::ElementCount::getFixed(static_cast<unsigned>(vm.lanes));
+      variants.push_back(llvm::VFABI::mangleTLIVectorName(vector->getName(), shim_name, 1, width));
+    }
+    if (vm.lanes != kSumLanes) {
+      llvm::FunctionCallee piece = vector ? llvm::FunctionCallee(vector) : llvm::FunctionCallee(scalar);
+      llvm::Function* wide = sixteenLanes(m, std::string("dtl_vm16_") + fn, piece, vector ? vm.lanes : 1);
+      variants.push_back(llvm::VFABI::mangleTLIVectorName(wide->getName(), shim_name, 1,
+                                                          llvm::ElementCount::getFixed(kSumLanes)));
+      llvm::appendToCompilerUsed(m, {wide});
+    }
     for (llvm::User* u : shim->users())
       if (auto* call = llvm::dyn_cast<llvm::CallInst>(u); call && call->getCalledFunction() == shim)
-        llvm::VFABI::setVectorVariantNames(call, {variant});
-    llvm::appendToCompilerUsed(m, {vector});  // kept until the vectoriser calls it
+        llvm::VFABI::setVectorVariantNames(call, variants);
   }
 }
 

@@ -1,14 +1,18 @@
 // Vector transcendentals for the x86 kernels: the f32 libm calls the emitter
-// makes (expf logf tanhf erff, emit_llvm.h) are routed through glibc's
-// libmvec, one vector width per host, so the loop vectoriser calls
-// `_ZGVeN16v_expf` (AVX-512), `_ZGVdN8v_expf` (AVX2), … on whole vectors.
+// makes (logf tanhf; exp and erf are inline, emit_f32_math.h) are routed
+// through glibc's libmvec, one vector width per host, so the loop
+// vectoriser calls `_ZGVeN16v_logf` (AVX-512), `_ZGVdN8v_logf` (AVX2), … on
+// whole vectors.
 //
-// Only one width is offered, and the scalar calls the vectoriser leaves (a
-// loop's remainder, code it does not vectorise) go through the same vector
-// function, one lane used: every element of a kernel gets the same function
-// whatever path computes it, so a probe kernel and the fused one agree bit
-// for bit (tests/support/region_oracle.h), and so do any two compiles.
-// Without libmvec (or without its variant for the width), plain libm.
+// One function per host: the scalar calls the vectoriser leaves (a loop's
+// remainder, code it does not vectorise) go through the same vector
+// function, one lane used, and the 16-lane variant a sum's forced width
+// needs (emit_llvm.h kSumLanes) is made of the host's width's calls: every
+// element of a kernel gets the same function whatever path computes it, so
+// a probe kernel and the fused one agree bit for bit (tests/support/
+// region_oracle.h), and so do any two compiles. Without libmvec (or without
+// its variant for the width), plain libm, with a 16-lane variant of 16
+// scalar calls.
 #pragma once
 
 #include <string>
@@ -30,14 +34,15 @@ struct VectorMath {
 
 // The width the loop vectoriser uses for f32 on `tm` with this CPU and
 // features (its register width: AVX-512 hosts may prefer 256 bits), if
-// libmvec.so.1 loads into the process and has all four functions for it.
+// libmvec.so.1 loads into the process and has both functions for it.
 VectorMath chooseVectorMath(llvm::TargetMachine& tm, const std::string& cpu, const std::string& features, bool avx2);
 
-// Routes `m`'s calls of expf logf tanhf erff through `dtl_vm_NAME`: an
-// internal, never inlined function that calls the vector variant on a splat
-// and returns lane 0, with the variant declared as its vector form
-// (`vector-function-abi-variant`) for the loop vectoriser. Nothing when
-// vm.lanes is 0. Run it before the target attributes are set on every function.
+// Routes `m`'s calls of logf and tanhf through `dtl_vm_NAME`: an internal,
+// never inlined function that calls the vector variant on a splat and
+// returns lane 0 (or, when vm.lanes is 0, libm), with the variant and a
+// 16-lane one (`dtl_vm16_NAME`) declared as its vector forms
+// (`vector-function-abi-variant`) for the loop vectoriser. Run it before
+// the target attributes are set on every function.
 void useVectorMath(llvm::Module& m, const VectorMath& vm);
 
 }  // namespace dtl::codegen

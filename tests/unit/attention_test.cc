@@ -162,6 +162,27 @@ TEST_F(AttentionTest, NonFiniteSpreadsAsTheReference) {
           }
 }
 
+// One key: every query's only probability is 1, out = v, and D = Σ dy·out
+// must equal dP = dy·vᵀ bit for bit (both summed the way the tile products
+// sum), so dS = P·(dP − D) and with it dq and dk are exactly 0, as the
+// reference's. dim 32: the columns vectorise; 150 queries: not a multiple
+// of the four rows D takes at a time.
+TEST_F(AttentionTest, OneKeyGivesExactlyZeroQueryAndKeyGradients) {
+  const Case c{{{"b", 2}}, 150, 1, 2, 32};
+  for (bool causal : {false, true}) {
+    Operands x = operands(c);
+    RunContext two;
+    two.threads = 2;
+    std::vector<Buf> got = runBoth(*fast_, c, causal, x, two);
+    ASSERT_EQ(got.size(), 5u);
+    for (size_t k : {2, 3}) {
+      int64_t nonzero = 0;
+      for (float g : got[k].f) nonzero += g != 0.0f;
+      EXPECT_EQ(nonzero, 0) << (k == 2 ? "dq" : "dk") << (causal ? " causal" : " full");
+    }
+  }
+}
+
 // A query whose every visible score is −inf: out NaN, as torch's softmax;
 // the log-sum-exp NaN too (docs: the reference's rule).
 TEST_F(AttentionTest, AllScoresMinusInfinity) {

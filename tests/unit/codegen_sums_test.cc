@@ -130,11 +130,12 @@ TEST(CodegenSums, ChunksGiveTheSameBitsOnAnyThreadInAnyOrder) {
 // l + 16, …, in order), then the lanes as a halving tree (l + l + 8, then
 // + 4, + 2, + 1), then the terms past the last whole 16 in order; a sum
 // along another dim adds its terms in order. The order is the sum's alone:
-// the same bits whether the terms are computed inside the sum's loop (exp
-// inline there) or stored by an earlier phase and loaded (the probe kernel
-// of region_oracle.h stores every node), on every x86 level the JIT takes
-// (ctest runs this binary with -avx512f too). With the reassoc flag this
-// replaced, LLVM chose the order by the cost of the loop's body.
+// the same bits whether its terms are computed inside the sum's loop (exp
+// inline, log and tanh calls: through libmvec, or plain libm, for which the
+// generator offers a 16-lane variant of its own) or read from an input, on
+// every x86 level the JIT takes (ctest runs this with -avx512f, without
+// libmvec and on SSE too). With the reassoc flag this replaced, LLVM chose
+// the order by the cost of the loop's body.
 float laneSum(const float* terms, int64_t n) {
   float lanes[kSumLanes] = {};
   const int64_t whole = n / kSumLanes * kSumLanes;
@@ -146,39 +147,48 @@ float laneSum(const float* terms, int64_t n) {
   return sum;
 }
 
+// fn(x) as the JIT computes it, element by element (the sums' terms).
+Values jitTerms(UnaryFn fn, const Shape& s, const Values& x) {
+  Region r("terms");
+  r.output("t", r.unary(fn, r.input("x", s)));
+  std::string error;
+  std::unique_ptr<JitKernel> k = compileX86(r, &error);
+  EXPECT_TRUE(k) << error;
+  Values t(x.size());
+  if (k) k->run({x.data()}, {t.data()});
+  return t;
+}
+
 TEST(CodegenSums, ASumsOrderIsFixedByTheSumAlone) {
   std::mt19937_64 rng(17);
   constexpr int64_t kB = 3, kJ = 37;  // b: the leading dim (split over threads; not summed here)
-  for (int64_t n : {1, 5, 15, 16, 17, 31, 128, 1000, 1003}) {
-    const Shape s{{{"b", kB}, {"j", kJ}, {"i", n}}};
-    Values x = randomValues(kB * kJ * n, rng, 0.0);
-    for (float& v : x) v = std::clamp(v, -30.0f, 30.0f);  // finite terms: the order shows in every bit
-    Values terms(x.size());
-    for (size_t t = 0; t < x.size(); ++t) terms[t] = f32math::expF32(x[t]);  // the JIT's exp (checked elsewhere)
-    for (bool stored : {false, true}) {
-      for (const std::string dim : {"i", "j"}) {
-        Region r("order_" + dim + (stored ? "_stored" : "_inline"));
-        int e = r.unary(UnaryFn::Exp, r.input("x", s));
-        if (stored) r.output("e", e);
-        r.output("sum", r.reduce(ReduceFn::Sum, e, dim));
-        std::string error;
-        std::unique_ptr<JitKernel> k = compileX86(r, &error);
-        ASSERT_TRUE(k) << error;
-        Values stored_terms(x.size()), sums(static_cast<size_t>(dim == "i" ? kB * kJ : kB * n));
-        std::vector<void*> outputs;
-        if (stored) outputs.push_back(stored_terms.data());
-        outputs.push_back(sums.data());
-        k->run({x.data()}, outputs);
-        for (size_t at = 0; at < sums.size(); ++at) {
-          float want = 0.0f;
-          if (dim == "i") {
-            want = laneSum(terms.data() + at * n, n);
-          } else {
-            const int64_t b = static_cast<int64_t>(at) / n, i = static_cast<int64_t>(at) % n;
-            for (int64_t j = 0; j < kJ; ++j) want += terms[(b * kJ + j) * n + i];
+  for (UnaryFn fn : {UnaryFn::Exp, UnaryFn::Tanh, UnaryFn::Log}) {
+    for (int64_t n : {1, 5, 15, 16, 17, 31, 128, 1003}) {
+      const Shape s{{{"b", kB}, {"j", kJ}, {"i", n}}};
+      Values x = randomValues(kB * kJ * n, rng, 0.0);
+      for (float& v : x) v = fn == UnaryFn::Log ? std::fabs(v) + 0.5f : std::clamp(v, -30.0f, 30.0f);
+      const Values terms = jitTerms(fn, s, x);
+      for (bool inline_terms : {true, false}) {
+        for (const std::string dim : {"i", "j"}) {
+          Region r(std::string("order_") + fnName(fn) + "_" + dim + (inline_terms ? "_inline" : "_read"));
+          int t = inline_terms ? r.unary(fn, r.input("x", s)) : r.input("t", s);
+          r.output("sum", r.reduce(ReduceFn::Sum, t, dim));
+          std::string error;
+          std::unique_ptr<JitKernel> k = compileX86(r, &error);
+          ASSERT_TRUE(k) << error;
+          Values sums(static_cast<size_t>(dim == "i" ? kB * kJ : kB * n));
+          k->run({inline_terms ? x.data() : terms.data()}, {sums.data()});
+          for (size_t at = 0; at < sums.size(); ++at) {
+            float want = 0.0f;
+            if (dim == "i") {
+              want = laneSum(terms.data() + at * n, n);
+            } else {
+              const int64_t b = static_cast<int64_t>(at) / n, i = static_cast<int64_t>(at) % n;
+              for (int64_t j = 0; j < kJ; ++j) want += terms[(b * kJ + j) * n + i];
+            }
+            ASSERT_EQ(0, std::memcmp(&want, &sums[at], sizeof want))
+                << r.name() << ", n = " << n << ", at " << at << ": jit " << sums[at] << ", expected " << want;
           }
-          ASSERT_EQ(0, std::memcmp(&want, &sums[at], sizeof want))
-              << r.name() << ", n = " << n << ", at " << at << ": jit " << sums[at] << ", expected " << want;
         }
       }
     }

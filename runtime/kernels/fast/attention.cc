@@ -99,22 +99,22 @@ DTL_FAST_CLONES bool nonFinite(const float* DTL_RESTRICT x, int64_t rows, int64_
 }
 
 // d [rows] = the row-wise dot products of two [rows, dim] views (row stride
-// ld), summed in gemmTile's order (and clone): with one key, out = v and
-// dP − D is exactly 0, as the reference's. Four rows at a time: four
-// independent chains of adds where one row's waited on each add.
+// ld), each summed from 0 in column order as one of gemmTile's sums is, and
+// compiled as they are (GCC fuses a·b + s in the AVX2 and AVX-512 clones, as
+// gemmTile's products; the default clone fuses neither): with one key, out
+// = v and dP − D is then exactly 0, as the reference's. Always four rows at
+// a time, the last group's missing rows a repeat of the last row (computed,
+// not stored): one row alone compiled otherwise — GCC vectorised its columns
+// as products rounded and then added in order, and dP − D was not 0 there.
 DTL_FAST_CLONES void rowDots(const float* DTL_RESTRICT a, const float* DTL_RESTRICT b, int64_t rows, int64_t dim,
                              int64_t ld, float* DTL_RESTRICT d) {
-  int64_t i = 0;
-  for (; i + 4 <= rows; i += 4) {
+  for (int64_t i = 0; i < rows; i += 4) {
+    int64_t row[4];
+    for (int r = 0; r < 4; ++r) row[r] = std::min(i + r, rows - 1);
     float sum[4] = {};
     for (int64_t c = 0; c < dim; ++c)
-      for (int r = 0; r < 4; ++r) sum[r] += a[(i + r) * ld + c] * b[(i + r) * ld + c];
-    for (int r = 0; r < 4; ++r) d[i + r] = sum[r];
-  }
-  for (; i < rows; ++i) {
-    float sum = 0;
-    for (int64_t c = 0; c < dim; ++c) sum += a[i * ld + c] * b[i * ld + c];
-    d[i] = sum;
+      for (int r = 0; r < 4; ++r) sum[r] += a[row[r] * ld + c] * b[row[r] * ld + c];
+    for (int r = 0; r < 4 && i + r < rows; ++r) d[i + r] = sum[r];
   }
 }
 
