@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/f32_math.h"
 #include "runtime/kernels/fast/kernels.h"
 #include "runtime/kernels/fast/rows.h"
 #include "runtime/kernels/fast/simd.h"
@@ -40,15 +41,17 @@ const int32_t* rowLabels(const TensorView& labels, const RowLayout& l, std::vect
   return buf.data();
 }
 
-// max and log Σ exp(x − max) of one row. A NaN the vector max skips still
-// makes the sum NaN (rows.cc rowMax), so NaN logits give a NaN loss.
+// max and log Σ exp(x − max) of one row, exp core/f32_math.h's inline (char
+// GPT's loss with its gradient 0.260 → 0.227 ms on 2 threads, libmvec's expf
+// before). A NaN the vector max skips still makes the sum NaN (rows.cc
+// rowMax), so NaN logits give a NaN loss.
 DTL_FAST_CLONES void logSumExp(const float* DTL_RESTRICT x, int64_t n, float* max_out, float* lse_out) {
   float m = -INFINITY;
   DTL_SIMD_MAX(m)
   for (int64_t i = 0; i < n; ++i) m = m > x[i] ? m : x[i];
   float s = 0;
   DTL_SIMD_SUM(s)
-  for (int64_t i = 0; i < n; ++i) s += std::exp(x[i] - m);
+  for (int64_t i = 0; i < n; ++i) s += f32math::expF32(x[i] - m);
   *max_out = m;
   *lse_out = std::log(s);
 }
@@ -56,7 +59,7 @@ DTL_FAST_CLONES void logSumExp(const float* DTL_RESTRICT x, int64_t n, float* ma
 // dx = g · (softmax(x) − onehot(label)), with shift = m + lse of logSumExp.
 DTL_FAST_CLONES void shiftedGradRow(float* DTL_RESTRICT dx, const float* DTL_RESTRICT x, int64_t n, int32_t label,
                                     float g, float shift) {
-  DTL_SIMD for (int64_t i = 0; i < n; ++i) dx[i] = g * std::exp(x[i] - shift);
+  DTL_SIMD for (int64_t i = 0; i < n; ++i) dx[i] = g * f32math::expF32(x[i] - shift);
   dx[label] -= g;
 }
 
