@@ -5,7 +5,7 @@
 // around each call; char GPT's GELU gradient spent most of its time so.
 //
 // One formula, two implementations that agree bit for bit: these C++
-// functions (the fast kernels' gelu and attention) and the x86 JIT's IR (compiler/codegen/
+// functions (the fast kernels' gelu, attention and cross-entropy) and the x86 JIT's IR (compiler/codegen/
 // emit_f32_math.cc) take the constants below and do the same operations in
 // the same order, every multiply-add an explicit fused one (std::fma,
 // llvm.fma), so no compiler's contraction choice can tell them apart.

@@ -7,7 +7,7 @@
 // vectorises; its error stays within γₙ·Σ|xᵢ|). The transcendental
 // functions (exp log tanh sigmoid silu gelu gelu_tanh) are f32 formulas over
 // f32 exp, log, tanh and erf: on x86 exp and erf inline (core/f32_math.h,
-// which the fast backend's gelu and attention call too; its other exps are
+// which the fast backend's gelu, attention and cross-entropy call too; its other exps are
 // libmvec's), logf and tanhf from glibc's libm (or libmvec's vector
 // variants, vector_math.h); libdevice's __nv_*f on NVPTX; tests/support/region_oracle.cc bounds their error
 // against the reference's double formulas. So are the gradients of gelu,
