@@ -107,8 +107,9 @@ class JitKernel {
 // 5: deferred sums over the split dim (partials per chunk, a tail); 6: a reduction operand adds into its partial
 // only after its own phase; 7: the phases in one nest over the dims their spaces share in front; 8: every
 // function realigns its stack (64-byte vector spills around libmvec calls); 9: exp and erf inline, sums in
-// a fixed order (16 lanes, a halving tree, the rest in order); 10: 16-lane variants of every libm call
-inline constexpr int kGeneratorVersion = 10;
+// a fixed order (16 lanes, a halving tree, the rest in order); 10: 16-lane variants of every libm call;
+// 11: without libmvec, libm called directly (no shim) with its 16-lane variant
+inline constexpr int kGeneratorVersion = 11;
 
 // nullptr with *error set when the region is malformed or LLVM fails. With
 // a cache, an object stored under the region's key is loaded instead of

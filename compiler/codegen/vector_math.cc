@@ -113,60 +113,66 @@ llvm::Function* sixteenLanes(llvm::Module& m, const std::string& name, llvm::Fun
 
 }  // namespace
 
-void useVectorMath(llvm::Module& m, const VectorMath& vm) {
+namespace {
+
+// An internal, never inlined float NAME(float) that calls `vector` on a
+// splat and returns lane 0, in the place of every call of `scalar` (which
+// goes): the scalar calls the vectoriser leaves get the vector function too.
+llvm::Function* laneZeroShim(llvm::Module& m, llvm::Function* scalar, llvm::Function* vector, unsigned lanes) {
   llvm::LLVMContext& ctx = m.getContext();
   llvm::Type* f32 = llvm::Type::getFloatTy(ctx);
+  auto* shim = llvm::Function::Create(llvm::FunctionType::get(f32, {f32}, false), llvm::GlobalValue::InternalLinkage,
+                                      "dtl_vm_" + scalar->getName().str(), m);
+  shim->addFnAttr(llvm::Attribute::NoInline);  // inlined, the loop would hold a vector call it cannot widen
+  shim->setDoesNotAccessMemory();
+  shim->setDoesNotThrow();
+  shim->setWillReturn();
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", shim));
+  llvm::CallInst* lane = b.CreateCall(vector, {b.CreateVectorSplat(lanes, shim->getArg(0))});
+  lane->setDoesNotAccessMemory();
+  b.CreateRet(b.CreateExtractElement(lane, uint64_t{0}));
+  scalar->replaceAllUsesWith(shim);
+  scalar->eraseFromParent();
+  return shim;
+}
+
+}  // namespace
+
+void useVectorMath(llvm::Module& m, const VectorMath& vm) {
+  llvm::Type* f32 = llvm::Type::getFloatTy(m.getContext());
   for (const char* fn : kFunctions) {
-    llvm::Function* scalar = m.getFunction(fn);
-    if (!scalar || scalar->use_empty()) continue;
-    // The one function every element gets: libmvec's variant of the host's
-    // width (lane 0 of a splat for a scalar call), or plain libm.
+    llvm::Function* callee = m.getFunction(fn);  // what the kernel's calls call: libm's, or the shim
+    if (!callee || callee->use_empty()) continue;
+    // The variants the vectoriser may call: libmvec's at the host's width,
+    // and 16 lanes (a sum's forced width, emit_llvm.h kSumLanes) made of the
+    // same function, so a sum over fn's values vectorises on every host as
+    // its order requires and every element gets the one function.
+    std::vector<std::string> variants;
     llvm::Function* vector = nullptr;
     if (vm.lanes > 0) {
-      auto* vty = llvm::FixedVectorType::get(f32, static_cast<unsigned>(vm.lanes));
+      const auto lanes = static_cast<unsigned>(vm.lanes);
+      auto* vty = llvm::FixedVectorType::get(f32, lanes);
       vector = llvm::cast<llvm::Function>(
           m.getOrInsertFunction(vm.prefix + fn, llvm::FunctionType::get(vty, {vty}, false)).getCallee());
       vector->setDoesNotAccessMemory();
       vector->setDoesNotThrow();
       vector->setWillReturn();
       llvm::appendToCompilerUsed(m, {vector});  // kept until the vectoriser calls it
+      callee = laneZeroShim(m, callee, vector, lanes);
+      variants.push_back(llvm::VFABI::mangleTLIVectorName(vector->getName(), callee->getName(), 1,
+                                                          llvm::ElementCount::getFixed(lanes)));
     }
-    auto* shim = llvm::Function::Create(llvm::FunctionType::get(f32, {f32}, false), llvm::GlobalValue::InternalLinkage,
-                                        std::string("dtl_vm_") + fn, m);
-    shim->addFnAttr(llvm::Attribute::NoInline);  // inlined, the loop would hold a vector call it cannot widen
-    shim->setDoesNotAccessMemory();
-    shim->setDoesNotThrow();
-    shim->setWillReturn();
-    scalar->replaceAllUsesWith(shim);  // before the shim's own call of it, below
-    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", shim));
-    llvm::CallInst* lane;
-    if (vector) {
-      lane = b.CreateCall(vector, {b.CreateVectorSplat(static_cast<unsigned>(vm.lanes), shim->getArg(0))});
-      b.CreateRet(b.CreateExtractElement(lane, uint64_t{0}));
-    } else {
-      lane = b.CreateCall(scalar, {shim->getArg(0)});
-      b.CreateRet(lane);
-    }
-    lane->setDoesNotAccessMemory();
-    if (vector) scalar->eraseFromParent();
-    // The variants the vectoriser may call: the host's width, and 16 lanes
-    // (a sum's forced width, emit_llvm.h kSumLanes) built from it, so a sum
-    // over fn's values vectorises on every host as its order requires.
-    std::vector<std::string> variants;
-    const std::string shim_name = shim->getName().str();
-    if (vector) {
-      const auto width = llvm::ElementCount::getFixed(static_cast<unsigned>(vm.lanes));
-      variants.push_back(llvm::VFABI::mangleTLIVectorName(vector->getName(), shim_name, 1, width));
-    }
+    llvm::Function* wide = nullptr;
     if (vm.lanes != kSumLanes) {
-      llvm::FunctionCallee piece = vector ? llvm::FunctionCallee(vector) : llvm::FunctionCallee(scalar);
-      llvm::Function* wide = sixteenLanes(m, std::string("dtl_vm16_") + fn, piece, vector ? vm.lanes : 1);
-      variants.push_back(llvm::VFABI::mangleTLIVectorName(wide->getName(), shim_name, 1,
+      wide = vector ? sixteenLanes(m, std::string("dtl_vm16_") + fn, vector, static_cast<unsigned>(vm.lanes))
+                    : sixteenLanes(m, std::string("dtl_vm16_") + fn, callee, 1);
+      variants.push_back(llvm::VFABI::mangleTLIVectorName(wide->getName(), callee->getName(), 1,
                                                           llvm::ElementCount::getFixed(kSumLanes)));
       llvm::appendToCompilerUsed(m, {wide});
     }
-    for (llvm::User* u : shim->users())
-      if (auto* call = llvm::dyn_cast<llvm::CallInst>(u); call && call->getCalledFunction() == shim)
+    for (llvm::User* u : callee->users())
+      if (auto* call = llvm::dyn_cast<llvm::CallInst>(u);
+          call && call->getCalledFunction() == callee && call->getFunction() != wide)
         llvm::VFABI::setVectorVariantNames(call, variants);
   }
 }

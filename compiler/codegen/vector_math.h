@@ -37,12 +37,13 @@ struct VectorMath {
 // libmvec.so.1 loads into the process and has both functions for it.
 VectorMath chooseVectorMath(llvm::TargetMachine& tm, const std::string& cpu, const std::string& features, bool avx2);
 
-// Routes `m`'s calls of logf and tanhf through `dtl_vm_NAME`: an internal,
+// Routes `m`'s calls of logf and tanhf through `dtl_vm_NAME`, an internal,
 // never inlined function that calls the vector variant on a splat and
-// returns lane 0 (or, when vm.lanes is 0, libm), with the variant and a
-// 16-lane one (`dtl_vm16_NAME`) declared as its vector forms
-// (`vector-function-abi-variant`) for the loop vectoriser. Run it before
-// the target attributes are set on every function.
+// returns lane 0, with the variant declared as its vector form
+// (`vector-function-abi-variant`) for the loop vectoriser; and gives every
+// such call (or, when vm.lanes is 0, every libm call) a 16-lane vector form
+// too (`dtl_vm16_NAME`) unless the host's width is 16. Run it before the
+// target attributes are set on every function.
 void useVectorMath(llvm::Module& m, const VectorMath& vm);
 
 }  // namespace dtl::codegen

@@ -45,6 +45,14 @@ struct ProbeResult {
 void keepInflatedData(bool keep);
 bool keepingInflatedData();
 
+// Keeping on for a scope (a `dtlc run`, a test), off again when it ends.
+struct KeepInflatedData {
+  KeepInflatedData() { keepInflatedData(true); }
+  ~KeepInflatedData() { keepInflatedData(false); }
+  KeepInflatedData(const KeepInflatedData&) = delete;
+  KeepInflatedData& operator=(const KeepInflatedData&) = delete;
+};
+
 struct CsvOptions {
   std::vector<int64_t> columns;  // 0-based; empty = all columns of the first data row
   bool header = true;            // the first non-empty line after `skip` is a header

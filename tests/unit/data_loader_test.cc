@@ -149,10 +149,7 @@ TEST_F(Loading, AdoptsWhatTheProbeInflated) {
                                   spec("y", "npy", writeGz(tag + "n32.npy.gz", n32), {}, true)};
   };
   Dataset fresh = openOk(fields("fresh"));
-  struct Keep {
-    Keep() { keepInflatedData(true); }
-    ~Keep() { keepInflatedData(false); }
-  } keep;
+  KeepInflatedData keep;
   const std::vector<FieldSpec> kept_fields = fields("kept");
   const ProbeResult probed = probeIdx(kept_fields[0].path);
   ASSERT_TRUE(probed.ok) << probed.error;

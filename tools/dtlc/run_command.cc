@@ -550,10 +550,7 @@ int runCommand(const std::vector<std::string>& args, std::string& out, std::stri
   // This process checks the spec (probing its data files), then loads them:
   // what a probe inflates is kept for the loader (probe.h), until the run
   // returns (tests run several commands in one process).
-  struct KeepInflated {
-    KeepInflated() { rt::data::keepInflatedData(true); }
-    ~KeepInflated() { rt::data::keepInflatedData(false); }
-  } keep_inflated;
+  rt::data::KeepInflatedData keep_inflated;
   driver::Frontend fe;
   const int64_t world = ranked ? env.world_size : 1;
   if (int rc = compileForRun(fe, f.spec, f.sets, world, err); rc != 0) return rc;

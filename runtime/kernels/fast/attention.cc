@@ -129,13 +129,7 @@ __attribute__((always_inline)) inline void zeroSpan(float* DTL_RESTRICT x, int64
 // x [rows, dim] (row stride ld) = 0 in whole 16-lane stores: a memset call
 // per row of char GPT's 32 floats cost more than its stores.
 DTL_FAST_CLONES void zeroRows(float* DTL_RESTRICT x, int64_t rows, int64_t dim, int64_t ld) {
-  const V16 zero = {};
-  for (int64_t i = 0; i < rows; ++i) {
-    float* row = x + i * ld;
-    int64_t c = 0;
-    for (; c + kW <= dim; c += kW) std::memcpy(row + c, &zero, sizeof zero);
-    for (; c < dim; ++c) row[c] = 0.0f;
-  }
+  for (int64_t i = 0; i < rows; ++i) zeroSpan(x + i * ld, 0, dim);
 }
 
 // One stage of a 16×16 transpose held in 16 vectors: with blocks of B, the
