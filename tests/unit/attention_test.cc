@@ -83,9 +83,10 @@ class AttentionTest : public ::testing::Test {
             normal(headsShape(c, c.sq), rng_)};
   }
 
-  // Fast (1 and 2 threads, one and two column blocks at a time: bitwise the same; every element written)
+  // Fast (1 and 2 threads, 8- and 16-lane vectors, one and two column blocks at a time: bitwise the same;
+  // every element written)
   // against the reference.
-  void check(const Case& c, bool causal, Operands& x, const std::string& what, bool both_widths = true) {
+  void check(const Case& c, bool causal, Operands& x, const std::string& what, bool every_width = true) {
     static const char* const kNames[] = {"out", "lse", "dq", "dk", "dv"};
     RunContext one, two;
     two.threads = 2;
@@ -98,14 +99,19 @@ class AttentionTest : public ::testing::Test {
                                                  << headsShape(c, c.sq).str() << " keys " << c.sk;
       EXPECT_TRUE(sameBits(got[k], got2[k])) << what << ": " << kNames[k] << " differs on 2 threads";
     }
-    if (!both_widths) return;
-    fast::setAttentionWideBlocks(false);
-    std::vector<Buf> narrow = runBoth(*fast_, c, causal, x, one);
-    fast::setAttentionWideBlocks(true);
-    std::vector<Buf> wide = runBoth(*fast_, c, causal, x, one);
-    fast::setAttentionWideBlocks(std::nullopt);
-    for (size_t k = 0; k < 5; ++k)
-      EXPECT_TRUE(sameBits(narrow[k], wide[k])) << what << ": " << kNames[k] << " differs with two column blocks";
+    if (!every_width) return;
+    // The host's rule is one of these; each must give the host's bits.
+    using fast::AttentionVectors;
+    const std::pair<AttentionVectors, const char*> kWidths[] = {{AttentionVectors::kLanes8, "8 lanes"},
+                                                                {AttentionVectors::kLanes16, "16 lanes"},
+                                                                {AttentionVectors::kLanes16TwoBlocks, "16 lanes, 2 blocks"}};
+    for (const auto& [width, name] : kWidths) {
+      fast::setAttentionVectors(width);
+      std::vector<Buf> forced = runBoth(*fast_, c, causal, x, one);
+      fast::setAttentionVectors(std::nullopt);
+      for (size_t k = 0; k < 5; ++k)
+        EXPECT_TRUE(sameBits(forced[k], got[k])) << what << ": " << kNames[k] << " differs with " << name;
+    }
   }
 
   std::unique_ptr<Backend> ref_ = makeReferenceBackend(), fast_ = makeFastBackend();
@@ -158,7 +164,7 @@ TEST_F(AttentionTest, NonFiniteSpreadsAsTheReference) {
             check(c, causal, x,
                   "dim " + std::to_string(c.dim) + ", operand " + std::to_string(operand) + " = " + std::to_string(bad) +
                       " at row " + std::to_string(row) + ", column " + std::to_string(column),
-                  /*both_widths=*/row == 135);
+                  /*every_width=*/row == 135);
           }
 }
 

@@ -10,9 +10,10 @@
 // pair's own rows of the outputs.
 //
 // Hand-written loops rather than generated ones (docs/compiler.md, "Fused
-// attention"): the online softmax's running max and rescaling, the causal
-// block skipping and the non-finite rules below are control flow the
-// elementwise kernel generator does not express, and these tiles are small
+// attention"; the vectorised tile loops are in attention_tiles.cc): the
+// online softmax's running max and rescaling, the causal block skipping and
+// the non-finite rules below are control flow the elementwise kernel
+// generator does not express, and these tiles are small
 // enough that vectorised loops over them need no GEMM library (which would
 // also bring its own threads inside ours).
 //
@@ -36,14 +37,21 @@
 
 #include <omp.h>
 
-#include "core/f32_math.h"
+#include "runtime/kernels/fast/attention_tiles.h"
 #include "runtime/kernels/fast/kernels.h"
-#include "runtime/kernels/fast/simd.h"
-#include "runtime/kernels/fast/vmath.h"
 
 namespace dtl::rt::fast {
 
 namespace {
+
+using tiles::Band;
+using tiles::gemmTile;
+using tiles::nonFinite;
+using tiles::onlineRow;
+using tiles::probabilityRow;
+using tiles::rowDots;
+using tiles::transposeRows;
+using tiles::zeroRows;
 
 constexpr int64_t kBlockQ = 64, kBlockK = 64;
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -68,327 +76,6 @@ Heads headsOf(const Shape& q, const Shape& k) {
   return l;
 }
 
-// 16 floats as one GCC vector: one zmm register in the AVX-512 clone, two
-// ymm in the AVX2 one, four xmm otherwise; named accumulators stay in
-// registers where a float array would live on the stack.
-typedef float V16 __attribute__((vector_size(64)));
-constexpr int kW = 16;
-
-// Does the [rows, dim] view at x (row stride ld) hold a NaN or inf? x·0
-// is ±0 for finite x and NaN otherwise, summed in 16 lanes across rows (a
-// horizontal sum per row cost more than the products: char GPT's dim 32),
-// into four accumulators in turn: one chain of dependent adds was 10 % of
-// char GPT's attention, waiting on each add's latency.
-DTL_FAST_CLONES bool nonFinite(const float* DTL_RESTRICT x, int64_t rows, int64_t dim, int64_t ld) {
-  V16 acc[4] = {};
-  float tail = 0;
-  int n = 0;
-  for (int64_t i = 0; i < rows; ++i) {
-    const float* row = x + i * ld;
-    int64_t d = 0;
-    for (; d + kW <= dim; d += kW, n = (n + 1) & 3) {
-      V16 v;
-      std::memcpy(&v, row + d, sizeof v);
-      acc[n] += v * 0.0f;
-    }
-    for (; d < dim; ++d) tail += row[d] * 0.0f;
-  }
-  const V16 all = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-  for (int j = 0; j < kW; ++j) tail += all[j];
-  return tail != 0.0f;
-}
-
-// d [rows] = the row-wise dot products of two [rows, dim] views (row stride
-// ld), each summed from 0 in column order as one of gemmTile's sums is, and
-// compiled as they are (GCC fuses a·b + s in the AVX2 and AVX-512 clones, as
-// gemmTile's products; the default clone fuses neither): with one key, out
-// = v and dP − D is then exactly 0, as the reference's. Always four rows at
-// a time, the last group's missing rows a repeat of the last row (computed,
-// not stored): one row alone compiled otherwise — GCC vectorised its columns
-// as products rounded and then added in order, and dP − D was not 0 there.
-DTL_FAST_CLONES void rowDots(const float* DTL_RESTRICT a, const float* DTL_RESTRICT b, int64_t rows, int64_t dim,
-                             int64_t ld, float* DTL_RESTRICT d) {
-  for (int64_t i = 0; i < rows; i += 4) {
-    int64_t row[4];
-    for (int r = 0; r < 4; ++r) row[r] = std::min(i + r, rows - 1);
-    float sum[4] = {};
-    for (int64_t c = 0; c < dim; ++c)
-      for (int r = 0; r < 4; ++r) sum[r] += a[row[r] * ld + c] * b[row[r] * ld + c];
-    for (int r = 0; r < 4 && i + r < rows; ++r) d[i + r] = sum[r];
-  }
-}
-
-// x [from, to) = 0, in whole 16-lane stores where it can (this file is
-// built without GCC's loop-to-memset: runtime/CMakeLists.txt).
-__attribute__((always_inline)) inline void zeroSpan(float* DTL_RESTRICT x, int64_t from, int64_t to) {
-  const V16 zero = {};
-  for (; from + kW <= to; from += kW) std::memcpy(x + from, &zero, sizeof zero);
-  for (; from < to; ++from) x[from] = 0.0f;
-}
-
-// x [rows, dim] (row stride ld) = 0 in whole 16-lane stores: a memset call
-// per row of char GPT's 32 floats cost more than its stores.
-DTL_FAST_CLONES void zeroRows(float* DTL_RESTRICT x, int64_t rows, int64_t dim, int64_t ld) {
-  for (int64_t i = 0; i < rows; ++i) zeroSpan(x + i * ld, 0, dim);
-}
-
-// One stage of a 16×16 transpose held in 16 vectors: with blocks of B, the
-// off-diagonal B×B blocks of every 2B×2B block trade places (after the
-// stages B = 1, 2, 4, 8 row r holds column r). Row r keeps its columns
-// without bit B and takes row r + B's; row r + B takes row r's columns with
-// bit B and keeps its own.
-template <int B, int... C>
-__attribute__((always_inline)) inline void transposeStage(V16* m, std::integer_sequence<int, C...>) {
-#pragma GCC unroll 16
-  for (int r = 0; r < kW; ++r) {
-    if (r & B) continue;
-    const V16 a = m[r], b = m[r + B];
-    m[r] = __builtin_shufflevector(a, b, ((C & B) ? kW + C - B : C)...);
-    m[r + B] = __builtin_shufflevector(a, b, ((C & B) ? kW + C : C + B)...);
-  }
-}
-
-// xt [dim, rows] = the [rows, dim] view at x transposed: 16×16 blocks in
-// registers, the edges one element at a time.
-DTL_FAST_CLONES void transposeRows(const float* DTL_RESTRICT x, int64_t ld, int64_t rows, int64_t dim,
-                                   float* DTL_RESTRICT xt) {
-  const int64_t full_r = rows / kW * kW, full_d = dim / kW * kW;
-  for (int64_t r0 = 0; r0 < full_r; r0 += kW)
-    for (int64_t d0 = 0; d0 < full_d; d0 += kW) {
-      V16 m[kW];
-#pragma GCC unroll 16
-      for (int r = 0; r < kW; ++r) std::memcpy(&m[r], x + (r0 + r) * ld + d0, sizeof(V16));
-      constexpr auto lanes = std::make_integer_sequence<int, kW>{};
-      transposeStage<1>(m, lanes);
-      transposeStage<2>(m, lanes);
-      transposeStage<4>(m, lanes);
-      transposeStage<8>(m, lanes);
-#pragma GCC unroll 16
-      for (int d = 0; d < kW; ++d) std::memcpy(xt + (d0 + d) * rows + r0, &m[d], sizeof(V16));
-    }
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t d = r < full_r ? full_d : 0; d < dim; ++d) xt[d * rows + r] = x[r * ld + d];
-}
-
-// One register block of gemmTile: R rows × B blocks of 16 columns of c
-// (`width` columns of one block when not Full), summed over k in order; a's
-// element (r, p) at a[r · lda + p], or at a[p · lda + r] when TransA.
-// B = 2 keeps 2R accumulators and uses each broadcast element of a for both
-// blocks (half the loads per product): with R = 8 that is 16, only where
-// the CPU has AVX-512's 32 vector registers (gemmRows' `wide`). Each
-// element's sum is the same whatever B. Inlined into gemmTile's clones.
-template <int R, int B, bool Full, bool TransA>
-__attribute__((always_inline)) inline void gemmBlock(int64_t k, const float* DTL_RESTRICT a, int64_t lda,
-                                                     const float* DTL_RESTRICT b, int64_t ldb, float* DTL_RESTRICT c,
-                                                     int64_t ldc, float scale, bool accumulate, int64_t width) {
-  static_assert(Full || B == 1, "a partial block is a single one");
-  V16 acc[B][R];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-    for (int q = 0; q < B; ++q) acc[q][r] = V16{};
-  for (int64_t p = 0; p < k; ++p) {
-    V16 bv[B];
-    if constexpr (Full) {
-      for (int q = 0; q < B; ++q) std::memcpy(&bv[q], b + p * ldb + q * kW, sizeof bv[q]);
-    } else {
-      float part[kW] = {};
-      std::memcpy(part, b + p * ldb, static_cast<size_t>(width) * sizeof(float));
-      std::memcpy(&bv[0], part, sizeof bv[0]);
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const float x = TransA ? a[p * lda + r] : a[r * lda + p];
-      for (int q = 0; q < B; ++q) acc[q][r] += x * bv[q];
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    float* row = c + r * ldc;
-    if constexpr (Full) {
-      for (int q = 0; q < B; ++q) {
-        V16 old;
-        std::memcpy(&old, row + q * kW, sizeof old);
-        const V16 next = accumulate ? old + acc[q][r] : scale * acc[q][r];
-        std::memcpy(row + q * kW, &next, sizeof next);
-      }
-    } else {
-      float out[kW];
-      std::memcpy(out, &acc[0][r], sizeof out);
-      for (int64_t w = 0; w < width; ++w) row[w] = accumulate ? row[w] + out[w] : scale * out[w];
-    }
-  }
-}
-
-// setAttentionWideBlocks: -1 the host's rule, else 0 or 1.
-std::atomic<int> wide_blocks{-1};
-
-// Whether gemmRows takes two blocks at a time: where the CPU has AVX-512
-// (32 vector registers), unless a test forced it.
-bool wideRegisters() {
-#if defined(__x86_64__)
-  static const bool host = __builtin_cpu_supports("avx512f");
-#else
-  constexpr bool host = false;
-#endif
-  const int forced = wide_blocks.load(std::memory_order_relaxed);
-  return forced < 0 ? host : forced == 1;
-}
-
-// What a causal tile needs, relative to its row r: the columns j <= r + n_hi
-// (the others are never read), and the terms p of each sum in
-// [r + k_lo, r + k_hi] (the others are exact zeros: masked probabilities
-// against finite operands). Skipping a zero term leaves the sum's value as
-// it was (only the sign of a sum that is exactly zero could differ).
-struct Band {
-  static constexpr int64_t kAll = std::numeric_limits<int64_t>::max() / 4;
-  int64_t n_hi = kAll, k_lo = -kAll, k_hi = kAll;
-};
-
-// Rows [i, i + R) of gemmTile: the columns up to the band's last row's
-// (whole blocks of 16 where there are), the terms [from, to) of the sum
-// that any of the R rows needs. Inlined into gemmTile's clones.
-template <int R, bool TransA>
-__attribute__((always_inline)) inline void gemmRows(int64_t i, int64_t n, int64_t k, const float* DTL_RESTRICT a,
-                                                    int64_t lda, const float* DTL_RESTRICT b, int64_t ldb,
-                                                    float* DTL_RESTRICT c, int64_t ldc, float scale, bool accumulate,
-                                                    const Band& band, bool wide) {
-  const int64_t last = i + R - 1;
-  const int64_t cols = std::min(n, (std::clamp<int64_t>(last + band.n_hi + 1, 0, n) + kW - 1) / kW * kW);
-  const int64_t from = std::clamp<int64_t>(i + band.k_lo, 0, k);
-  const int64_t to = std::clamp<int64_t>(last + band.k_hi + 1, from, k);
-  const float* ai = TransA ? a + from * lda + i : a + i * lda + from;
-  const float* bk = b + from * ldb;
-  float* ci = c + i * ldc;
-  int64_t j = 0;
-  if (wide)
-    for (; j + 2 * kW <= cols; j += 2 * kW)
-      gemmBlock<R, 2, true, TransA>(to - from, ai, lda, bk + j, ldb, ci + j, ldc, scale, accumulate, 2 * kW);
-  for (; j + kW <= cols; j += kW)
-    gemmBlock<R, 1, true, TransA>(to - from, ai, lda, bk + j, ldb, ci + j, ldc, scale, accumulate, kW);
-  if (j < cols)
-    gemmBlock<R, 1, false, TransA>(to - from, ai, lda, bk + j, ldb, ci + j, ldc, scale, accumulate, cols - j);
-}
-
-// c [m, n] (row stride ldc) = scale · a·b, or c + a·b when `accumulate`:
-// a [m, k] (row stride lda; with `trans_a` stored as [k, m], so the
-// backward's Pᵀ·dy and dSᵀ·q read P and dS as they are, no transpose), b
-// [k, n] (row stride ldb). Each element is its k products summed in order
-// from 0, whatever the block it falls in — those outside `band` left out
-// (per block of rows: a superset of each row's).
-template <bool TransA>
-__attribute__((always_inline)) inline void gemmAllRows(int64_t m, int64_t n, int64_t k, const float* DTL_RESTRICT a,
-                                                       int64_t lda, const float* DTL_RESTRICT b, int64_t ldb,
-                                                       float* DTL_RESTRICT c, int64_t ldc, float scale, bool accumulate,
-                                                       const Band& band) {
-  constexpr int R = 8;
-  const bool wide = wideRegisters();
-  int64_t i = 0;
-  for (; i + R <= m; i += R) gemmRows<R, TransA>(i, n, k, a, lda, b, ldb, c, ldc, scale, accumulate, band, wide);
-  for (; i < m; ++i) gemmRows<1, TransA>(i, n, k, a, lda, b, ldb, c, ldc, scale, accumulate, band, wide);
-}
-DTL_FAST_CLONES void gemmTile(int64_t m, int64_t n, int64_t k, const float* DTL_RESTRICT a, int64_t lda,
-                              const float* DTL_RESTRICT b, int64_t ldb, float* DTL_RESTRICT c, int64_t ldc, float scale,
-                              bool accumulate, Band band = {}, bool trans_a = false) {
-  if (trans_a)
-    gemmAllRows<true>(m, n, k, a, lda, b, ldb, c, ldc, scale, accumulate, band);
-  else
-    gemmAllRows<false>(m, n, k, a, lda, b, ldb, c, ldc, scale, accumulate, band);
-}
-
-// The largest of 16 lanes, none NaN, by halving.
-template <int... C>
-__attribute__((always_inline)) inline float maxOfLanes(V16 v, std::integer_sequence<int, C...>) {
-  V16 h = __builtin_shufflevector(v, v, ((C + 8) % kW)...);
-  v = h > v ? h : v;
-  h = __builtin_shufflevector(v, v, ((C + 4) % kW)...);
-  v = h > v ? h : v;
-  h = __builtin_shufflevector(v, v, ((C + 2) % kW)...);
-  v = h > v ? h : v;
-  h = __builtin_shufflevector(v, v, ((C + 1) % kW)...);
-  v = h > v ? h : v;
-  return v[0];
-}
-// always_inline: a 64-byte vector passed by value between a target clone and
-// a function compiled for the default target would disagree on its ABI.
-__attribute__((always_inline)) inline float maxOfLanes(V16 v) {
-  return maxOfLanes(v, std::make_integer_sequence<int, kW>{});
-}
-
-// The sum of 16 lanes by halving: lane l + 8 onto l, then + 4, + 2, + 1 (a
-// fixed order; four dependent adds where a lane-by-lane sum takes sixteen).
-template <int... C>
-__attribute__((always_inline)) inline float sumOfLanes(V16 v, std::integer_sequence<int, C...>) {
-  v += __builtin_shufflevector(v, v, ((C + 8) % kW)...);
-  v += __builtin_shufflevector(v, v, ((C + 4) % kW)...);
-  v += __builtin_shufflevector(v, v, ((C + 2) % kW)...);
-  v += __builtin_shufflevector(v, v, ((C + 1) % kW)...);
-  return v[0];
-}
-__attribute__((always_inline)) inline float sumOfLanes(V16 v) {
-  return sumOfLanes(v, std::make_integer_sequence<int, kW>{});
-}
-
-// 0, 1, …, 15: lane numbers, to mask a block's lanes past a row's end.
-constexpr V16 kLane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-
-// The first `vis` of a row's `cols` entries rounded up to whole 16-lane
-// blocks (within the row): an exp loop over them, the masked lanes of its
-// last block zeroed by a select, makes only vector calls — the scalar calls
-// of a vectorised loop's remainder took 4 % of char GPT's attention, whose
-// causal rows mostly end inside a block. Entries past `vis` hold scores
-// (gemmTile computes whole blocks), never read as more than the select's
-// discarded lane.
-inline int64_t wholeBlocks(int64_t vis, int64_t cols) { return std::min((vis + kW - 1) / kW * kW, cols / kW * kW); }
-
-// One query row meets one key block: s [cols] (scores; `vis` of them
-// visible) becomes its unnormalised probabilities against the row's running
-// max m (masked ones 0), and the running sum and o [dim] (Σ_j p_j·v_j so
-// far) are rescaled when the max grows; the caller then adds this block's
-// p·v. While every score so far is −inf the exponents use 0, not −inf
-// (exp(−inf + inf) would be NaN): a row that later sees a finite score is
-// unharmed; one that never does ends with sum 0 and out NaN, as the reference.
-DTL_FAST_CLONES void onlineRow(float* DTL_RESTRICT s, int64_t vis, int64_t cols, float& m, float& sum,
-                               float* DTL_RESTRICT o, int64_t dim) {
-  // The block's max, skipping NaN (exp(NaN) still spreads it): 16 lanes,
-  // then across them (a max is exact in any order).
-  // Whole blocks are loaded whole, their lanes past `vis` masked by a
-  // compare (a copy of a variable length went through the stack: rep movs
-  // and a stalled reload, 18 % of this function in char GPT's forward).
-  const V16 minus_inf = V16{} - kInf;
-  V16 lanes = minus_inf;
-  const int64_t whole = wholeBlocks(vis, cols);
-  int64_t j0 = 0;
-  for (; j0 < whole; j0 += kW) {
-    V16 v;
-    std::memcpy(&v, s + j0, sizeof v);
-    v = kLane < static_cast<float>(vis - j0) ? v : minus_inf;
-    lanes = v > lanes ? v : lanes;
-  }
-  for (; j0 < vis; j0 += kW) {  // a row's last, partial block
-    V16 v = minus_inf;
-    std::memcpy(&v, s + j0, static_cast<size_t>(std::min<int64_t>(kW, vis - j0)) * sizeof(float));
-    lanes = v > lanes ? v : lanes;
-  }
-  const float block = maxOfLanes(lanes);
-  const float next = block > m ? block : m;
-  const float base = next == -kInf ? 0.0f : next;
-  const float keep = m == -kInf ? 0.0f : f32math::expF32(m - base);  // exp(−inf) is +0
-  DTL_SIMD for (int64_t j = 0; j < whole; ++j) s[j] = j < vis ? f32math::expF32(s[j] - base) : 0.0f;
-  // Summed as 16 lanes (lane l: entries l, l + 16, …) and then by halving.
-  V16 acc = {};
-  for (int64_t j = 0; j < whole; j += kW) {
-    V16 e;
-    std::memcpy(&e, s + j, sizeof e);
-    acc += e;
-  }
-  float added = sumOfLanes(acc);
-  for (int64_t j = whole; j < vis; ++j) added += s[j] = f32math::expF32(s[j] - base);
-  zeroSpan(s, std::max(whole, vis), cols);  // still multiplied by v: 0·inf = NaN as the reference's
-  sum = sum * keep + added;
-  DTL_SIMD for (int64_t d = 0; d < dim; ++d) o[d] *= keep;
-  m = next;
-}
-
 // Rows at least this many floats apart (and not contiguous) are copied into
 // dense tiles before the tile products read them — the forward's q and v,
 // the backward's k, q and dy: at GPT-2's 12 heads × 64 (3 KiB apart) a
@@ -397,21 +84,9 @@ DTL_FAST_CLONES void onlineRow(float* DTL_RESTRICT s, int64_t vis, int64_t cols,
 // where they are. The products are the same, and so are the bits.
 constexpr int64_t kPackStride = 256;
 
-// dst [rows, dim] (dense) = the [rows, dim] view at src (row stride ld).
-DTL_FAST_CLONES void packRows(const float* DTL_RESTRICT src, int64_t ld, int64_t rows, int64_t dim,
-                              float* DTL_RESTRICT dst) {
-  for (int64_t i = 0; i < rows; ++i) {
-    const float* from = src + i * ld;
-    float* to = dst + i * dim;
-    int64_t c = 0;
-    for (; c + kW <= dim; c += kW) std::memcpy(to + c, from + c, sizeof(V16));
-    for (; c < dim; ++c) to[c] = from[c];
-  }
-}
-
 // packRows into `tile`, which is returned.
 const float* packed(const float* src, int64_t ld, int64_t rows, int64_t dim, float* tile) {
-  packRows(src, ld, rows, dim, tile);
+  tiles::packRows(src, ld, rows, dim, tile);
   return tile;
 }
 
@@ -481,20 +156,6 @@ struct QueryRows {
   const float *q, *dy;
   int64_t ld;
 };
-
-// One row of probabilityTiles: p = exp(s − lse) (masked 0) and, with `d`,
-// dP in ds becomes dS = p·(dP − D)·scale (masked 0).
-DTL_FAST_CLONES void probabilityRow(float* DTL_RESTRICT p, float* DTL_RESTRICT ds, int64_t vis, int64_t cols,
-                                    float lse, float row_d, float scale, bool d) {
-  const int64_t whole = wholeBlocks(vis, cols);
-  DTL_SIMD for (int64_t j = 0; j < whole; ++j) p[j] = j < vis ? f32math::expF32(p[j] - lse) : 0.0f;
-  for (int64_t j = whole; j < vis; ++j) p[j] = f32math::expF32(p[j] - lse);
-  zeroSpan(p, std::max(whole, vis), cols);
-  if (!d) return;
-  DTL_SIMD for (int64_t j = 0; j < whole; ++j) ds[j] = j < vis ? p[j] * (ds[j] - row_d) * scale : 0.0f;
-  for (int64_t j = whole; j < vis; ++j) ds[j] = p[j] * (ds[j] - row_d) * scale;
-  zeroSpan(ds, std::max(whole, vis), cols);
-}
 
 // The query block [q0, q0 + rows) against the key block whose transposed k
 // and v are in t.kt, t.vt: t.p = P, t.ds = dS (masked entries 0). Without
@@ -594,8 +255,6 @@ void eachPair(const Heads& l, int threads, int64_t words, Scratch& s, Pair pair)
 }
 
 }  // namespace
-
-void setAttentionWideBlocks(std::optional<bool> on) { wide_blocks = on ? static_cast<int>(*on) : -1; }
 
 int64_t attentionScratchBytes(const Shape& q, const Shape& k, bool backward, int threads) {
   const Heads l = headsOf(q, k);

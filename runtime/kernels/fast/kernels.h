@@ -97,9 +97,11 @@ std::string attentionGrad(const TensorView& q, const TensorView& k, const Tensor
                           TensorView& dv, int threads, Scratch& s);
 // The scratch either takes on `threads` threads (bench/attention_bench.cc reports it).
 int64_t attentionScratchBytes(const Shape& q, const Shape& k, bool backward, int threads);
-// Whether the tile products take two 16-column blocks at a time (by default
-// where the CPU has AVX-512's 32 vector registers); tests force either way,
-// for the whole process. The bits are the same.
-void setAttentionWideBlocks(std::optional<bool> on);
+// How the fused attention's tile loops hold their vectors
+// (attention_tiles.cc): 8 lanes (the rule without AVX-512), 16, or 16 with
+// two column blocks at a time (the rule with AVX-512's 32 registers). Tests
+// force each for the whole process; the bits are the same.
+enum class AttentionVectors { kLanes8, kLanes16, kLanes16TwoBlocks };
+void setAttentionVectors(std::optional<AttentionVectors> v);
 
 }  // namespace dtl::rt::fast
