@@ -13,9 +13,9 @@
 // attention"; the vectorised tile loops are in attention_tiles.cc): the
 // online softmax's running max and rescaling, the causal block skipping and
 // the non-finite rules below are control flow the elementwise kernel
-// generator does not express, and these tiles are small
-// enough that vectorised loops over them need no GEMM library (which would
-// also bring its own threads inside ours).
+// generator does not express, and these tiles are small enough that
+// vectorised loops over them need no GEMM library (which would also bring
+// its own threads inside ours).
 //
 // Threads: the pairs are shared out over `threads` OpenMP threads; each pair
 // is computed by one thread, in one fixed order, with no atomics, so results

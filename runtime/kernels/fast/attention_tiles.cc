@@ -54,8 +54,14 @@ std::atomic<int> forced_vectors{-1};
 
 AttentionVectors vectorsNow() {
 #if defined(__x86_64__)
+  // The features the x86-64-v4 clone is chosen by (simd.h): a CPU with
+  // AVX-512F alone runs the AVX2 clone, where 16 lanes live in memory.
   static const AttentionVectors host =
-      __builtin_cpu_supports("avx512f") ? AttentionVectors::kLanes16TwoBlocks : AttentionVectors::kLanes8;
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+              __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+              __builtin_cpu_supports("avx512vl")
+          ? AttentionVectors::kLanes16TwoBlocks
+          : AttentionVectors::kLanes8;
 #else
   constexpr AttentionVectors host = AttentionVectors::kLanes8;
 #endif
