@@ -63,7 +63,12 @@ bool RunLog::step(const Step& s, bool show, std::string& err) {
   io::StepView v = progress_->step(s.step, s.loss, s.lr, s.grad_norm, s.step_s, step_samples_, step_tokens_, step_flops_);
   std::vector<std::pair<std::string, double>> fields = {{"loss", s.loss}, {"lr", s.lr}, {"samples_per_s", v.samples_per_s}};
   if (v.tokens_per_s >= 0) fields.emplace_back("tokens_per_s", v.tokens_per_s);
-  fields.insert(fields.end(), {{"step_s", s.step_s}, {"comm_wait_s", s.comm_wait_s}});
+  fields.insert(fields.end(), {{"step_s", s.step_s},
+                               {"comm_wait_s", s.comm_wait_s},
+                               {"batch_s", s.batch_s},
+                               {"compute_s", s.compute_s},
+                               {"guard_s", s.guard_s},
+                               {"update_s", s.update_s}});
   if (s.gather_wait_s >= 0) fields.emplace_back("gather_wait_s", s.gather_wait_s);
   fields.emplace_back("grad_norm", s.grad_norm);
   if (v.flops_per_s >= 0) fields.emplace_back("flops_per_s", v.flops_per_s);
@@ -86,6 +91,13 @@ bool RunLog::step(const Step& s, bool show, std::string& err) {
     window_steps_ = 0;
   }
   summary_.wall_s = v.elapsed_s;
+  io::RunSummary::Parts& parts = summary_.parts;
+  ++parts.steps;
+  parts.step_s += s.step_s;
+  parts.batch_s += s.batch_s;
+  parts.compute_s += s.compute_s;
+  parts.guard_s += s.guard_s;
+  parts.update_s += s.update_s;
   return true;
 }
 

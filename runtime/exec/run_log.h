@@ -27,6 +27,9 @@ class RunLog {
   struct Step {
     int64_t step = 0, epoch = 0;
     double loss = 0, lr = 0, grad_norm = 0, step_s = 0, comm_wait_s = 0;
+    // Parts of step_s: taking the batches from the loader, the forward and
+    // backward (comm_wait_s included), the step guard's checks, the update.
+    double batch_s = 0, compute_s = 0, guard_s = 0, update_s = 0;
     double gather_wait_s = -1;  // < 0: not a zero = 3 run
     int64_t skipped_steps = -1;  // < 0: not an `on_nonfinite = skip` run
   };

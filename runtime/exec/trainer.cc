@@ -158,8 +158,13 @@ class Trainer {
       const double waited_before = exec_->waitSeconds(), gathered_before = exec_->gatherWaitSeconds();
       int64_t epoch = train_loader_->cursor().first;
       double loss = 0;
+      RunLog::Step rec;  // the step's line; its parts' seconds are taken as they happen
+      double mark = secondsSince(step_start);
       guard_.beforeStep(step, params_);
-      if (!microBatches(step, loss)) return 1;
+      rec.guard_s = secondsSince(step_start) - mark;
+      mark = secondsSince(step_start);
+      if (!microBatches(step, loss, rec.batch_s)) return 1;
+      rec.compute_s = secondsSince(step_start) - mark - rec.batch_s;
       if (!std::isfinite(loss) && c_.on_nonfinite != "skip") {
         // Every rank holds the same loss and stops here; global rank 0 says why, once.
         const std::string why = "step " + std::to_string(step) + ": the loss is " + (std::isnan(loss) ? "NaN" : "infinite") +
@@ -169,7 +174,10 @@ class Trainer {
         return 1;
       }
       StepVerdict verdict;  // every rank's: stop after this step, skip it, or fail
-      if (!guard_.agree(step, loss, params_, verdict, err_)) {
+      mark = secondsSince(step_start);
+      const bool agreed = guard_.agree(step, loss, params_, verdict, err_);
+      rec.guard_s += secondsSince(step_start) - mark;
+      if (!agreed) {
         if (verdict.nonfinite && c_.global_rank == 0)
           err_ += checkpoints_.diverged() + "\nhint: `on_nonfinite = skip` in `train` skips such steps on every rank\n";
         return 1;
@@ -178,20 +186,21 @@ class Trainer {
       // A skipped step moves neither the optimiser's step count nor the schedule.
       const int64_t opt_step = step - skipped_;
       double lr = optim::scheduledLr(c_.schedule, c_.optimizer.lr, opt_step + shift_, total_ + shift_);
-      RunLog::Step rec;
+      mark = secondsSince(step_start);
       if (verdict.skip) {
         ++skipped_;
         rec.grad_norm = std::nan("");  // not measured: the step was not finite (null in the metrics)
       } else if (!update(opt, opt_step, lr, rec.grad_norm)) {
         return 1;
       }
+      rec.update_s = secondsSince(step_start) - mark;
       if (step == start + 1 && !c_.memory_report.empty() && c_.global_rank == 0 && !reportMemory()) return 1;
       if (c_.on_step) c_.on_step(step);
       rec.step = step;
       rec.epoch = epoch;
       rec.loss = loss;
       rec.lr = lr;
-      rec.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+      rec.step_s = secondsSince(step_start);
       rec.comm_wait_s = exec_->waitSeconds() - waited_before;
       if (gathers_pieces_) rec.gather_wait_s = exec_->gatherWaitSeconds() - gathered_before;
       if (c_.on_nonfinite == "skip") rec.skipped_steps = skipped_;
@@ -368,7 +377,14 @@ class Trainer {
     return s.ok;
   }
 
-  bool microBatches(int64_t step, double& loss) {
+  // Seconds from `start` to now.
+  static double secondsSince(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  // The step's forward and backward over its micro-batches; `batch_s`: the
+  // seconds of it spent taking the batches from the loader.
+  bool microBatches(int64_t step, double& loss, double& batch_s) {
     const prog::Program& g = *c_.program;
     RunContext ctx;
     ctx.training = true;
@@ -380,8 +396,11 @@ class Trainer {
     // accumulators (where it can), so nothing is copied.
     if (c_.accumulate == 1)
       for (Param& p : params_) exec_->bindGrad(p.spec->path, p.grad.data());
+    batch_s = 0;
     for (int64_t m = 0; m < c_.accumulate; ++m) {
+      const auto fetch = std::chrono::steady_clock::now();
       feed(train_loader_->next());
+      batch_s += secondsSince(fetch);
       ctx.seed = c_.seed * 1000003ull + static_cast<uint64_t>(step) * 131ull + static_cast<uint64_t>(m);
       ctx.scatter_add = sum_in_program && m > 0;
       ctx.scatter_defer = sum_in_program && m + 1 < c_.accumulate;

@@ -202,6 +202,18 @@ std::string Progress::summary(const RunSummary& s) {
     for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + values[i].first + " " + formatLoss(values[i].second);
     return out;
   };
+  if (s.parts.steps > 0) {
+    // Where a step's time went, as the mean over the steps (what the
+    // progress line's ms/step does not show: the loader, the checks and the
+    // update beside the forward and backward).
+    const RunSummary::Parts& p = s.parts;
+    const double n = static_cast<double>(p.steps);
+    const double rest = std::max(0.0, p.step_s - p.batch_s - p.compute_s - p.guard_s - p.update_s);
+    text += "  a step, mean of " + std::to_string(p.steps) + ": " + formatSeconds(p.step_s / n) + " = forward+backward " +
+            formatSeconds(p.compute_s / n) + ", update " + formatSeconds(p.update_s / n) + ", batch " +
+            formatSeconds(p.batch_s / n) + ", checks " + formatSeconds(p.guard_s / n) + ", other " +
+            formatSeconds(rest / n) + "\n";
+  }
   if (s.final_eval_step >= 0)
     text += "  final eval: " + evals(s.final_eval) + " (after step " + std::to_string(s.final_eval_step) + ")\n";
   if (s.best_eval_step >= 0)

@@ -65,6 +65,12 @@ struct RunSummary {
   std::string checkpoint;  // the last checkpoint written, or ""
   std::string metrics;     // the metrics file
   std::vector<int64_t> peak_rss_bytes;  // each rank's peak resident memory, by rank; < 0 unknown
+  // Sums over the steps of their wall time and its parts (RunLog::Step);
+  // no steps: no line.
+  struct Parts {
+    int64_t steps = 0;
+    double step_s = 0, batch_s = 0, compute_s = 0, guard_s = 0, update_s = 0;
+  } parts;
 };
 
 class Progress {

@@ -55,11 +55,12 @@ grep -Eq "^step 2/4  loss [0-9]+\.[0-9]{4}  $num samples/s  $num ms/step  lr 0\.
   fail "the log line lacks a field: $(grep '^step' a.out)"
 grep -q '^step 4/4 .*  ETA 0s$' a.out || fail "no line for the last step: $(cat a.out)"
 grep -Eq "^\[ckpt\] step 2 → runs/line/step-00000002 \($num (B|KiB), $num ms\)$" a.out || fail "no [ckpt] line: $(cat a.out)"
-grep -q '^done: 4 steps in ' a.out && grep -q '^  final eval: loss .* (after step 4)$' a.out &&
+grep -q '^done: 4 steps in ' a.out && grep -Eq '^  a step, mean of 4: .* = forward\+backward .*, update .*, batch .*, checks .*, other .*$' a.out &&
+  grep -q '^  final eval: loss .* (after step 4)$' a.out &&
   grep -q '^  best eval (lowest loss): loss ' a.out && grep -q '^  checkpoint: runs/line/step-00000004$' a.out &&
   grep -q '^  metrics: runs/line/metrics.jsonl$' a.out && grep -Eq '^  peak memory: [0-9.]+ MiB$' a.out ||
   fail "the summary lacks a line: $(sed -n '/^done:/,$p' a.out)"
-for field in samples_per_s step_s comm_wait_s grad_norm flops_per_s mfu eta_s elapsed_s; do
+for field in samples_per_s step_s comm_wait_s batch_s compute_s guard_s update_s grad_norm flops_per_s mfu eta_s elapsed_s; do
   [ "$(grep -c "\"$field\": " runs/line/metrics.jsonl)" -eq 4 ] || fail "metrics.jsonl lacks $field on some step"
 done
 echo "runs/line: $(ls runs/line | tr '\n' ' ')"

@@ -98,9 +98,15 @@ python3 - $run_dir/metrics.jsonl <<'PY' || fail "metrics.jsonl lacks fields"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 steps = [r for r in rows if "loss" in r]
-want = {"step", "epoch", "loss", "lr", "samples_per_s", "tokens_per_s", "step_s", "comm_wait_s", "grad_norm",
-        "flops_per_s", "mfu", "elapsed_s"}
+want = {"step", "epoch", "loss", "lr", "samples_per_s", "tokens_per_s", "step_s", "comm_wait_s", "batch_s",
+        "compute_s", "guard_s", "update_s", "grad_norm", "flops_per_s", "mfu", "elapsed_s"}
 missing = want - set(steps[-1])
+# A step's parts are measured inside it: together never more than its wall time.
+parts = ("batch_s", "compute_s", "guard_s", "update_s")
+over = [r["step"] for r in steps if min(r[k] for k in parts) < 0 or sum(r[k] for k in parts) > r["step_s"] * (1 + 1e-9)]
+if over:
+    print("steps whose parts exceed step_s or are negative: %s" % over[:5])
+    missing = missing or {"parts"}
 evals = [r for r in rows if "eval_loss" in r]
 print("metrics: %d step lines, %d eval lines, last: %s" % (len(steps), len(evals), sorted(steps[-1])))
 sys.exit(1 if missing or len(evals) < 2 else 0)

@@ -829,6 +829,20 @@ TEST(Progress, CheckpointLineAndSummary) {
   EXPECT_NE(Progress::summary(s).find("\n  peak memory per rank: 1.0 KiB (rank 4) to 4.0 KiB (rank 7) over 9 ranks\n"),
             std::string::npos)
       << Progress::summary(s);
+  // Where a step went: the mean of each part over the steps, the rest as "other".
+  s.peak_rss_bytes = {432537600};
+  s.parts.steps = 4;
+  s.parts.step_s = 0.040;
+  s.parts.compute_s = 0.030;
+  s.parts.update_s = 0.004;
+  s.parts.batch_s = 0.002;
+  s.parts.guard_s = 0.0008;
+  EXPECT_NE(Progress::summary(s).find("done: 2000 steps in 2m41s (5,310 samples/s)\n"
+                                      "  a step, mean of 4: 10.0 ms = forward+backward 7.50 ms, update 1.00 ms, "
+                                      "batch 0.50 ms, checks 0.20 ms, other 0.80 ms\n"
+                                      "  final eval: "),
+            std::string::npos)
+      << Progress::summary(s);
   RunSummary bare;
   bare.steps = 1;
   EXPECT_EQ(Progress::summary(bare), "done: 1 step in 0s (0.0 samples/s)\n  checkpoint: none written\n");
