@@ -342,8 +342,9 @@ def mlp_torch_step(data_dir, batch, rank=0, world=1, ddp=False, compile_mode=Non
 
 def dtl_configs(passive):
     """[(key, label, env)] of the dtl runs: dtl as a user runs it, and with
-    --dtl-passive also with OMP_WAIT_POLICY=passive (a diagnostic of the
-    spinning OpenMP threads of the GEMMs; never used for the ratio)."""
+    --dtl-passive also with OMP_WAIT_POLICY=passive: no spin at all, against
+    dtlc's own passive policy with a ~1 ms spin (a diagnostic of the OpenMP
+    threads' waits; never used for the ratio)."""
     out = [('dtl', 'dtl', None)]
     if passive:
         env = dict(os.environ)

@@ -103,9 +103,10 @@ want = {"step", "epoch", "loss", "lr", "samples_per_s", "tokens_per_s", "step_s"
 missing = want - set(steps[-1])
 # A step's parts are measured inside it: together never more than its wall time.
 parts = ("batch_s", "compute_s", "guard_s", "update_s")
-over = [r["step"] for r in steps if min(r[k] for k in parts) < 0 or sum(r[k] for k in parts) > r["step_s"] * (1 + 1e-9)]
+over = [r["step"] for r in steps if min(r[k] for k in parts) < 0 or sum(r[k] for k in parts) > r["step_s"] * (1 + 1e-9)
+        or r["compute_s"] <= 0]  # a forward and backward takes time
 if over:
-    print("steps whose parts exceed step_s or are negative: %s" % over[:5])
+    print("steps whose parts exceed step_s, are negative, or have no compute_s: %s" % over[:5])
     missing = missing or {"parts"}
 evals = [r for r in rows if "eval_loss" in r]
 print("metrics: %d step lines, %d eval lines, last: %s" % (len(steps), len(evals), sorted(steps[-1])))

@@ -13,8 +13,8 @@ int main(int argc, char** argv) {
   // OpenMP threads that spin while waiting between GEMMs took most of the
   // CPU on two cores (bench/README.md): libgomp's default spins ~300,000
   // pauses (8 ms on a Zen 3) before it sleeps. Passive alone sleeps at every
-  // wait, and a Fashion-MNIST step's worker slept and was woken ~8 times a
-  // step (17–38 % of the step on a Zen 3). So the policy is passive with a
+  // wait: a Fashion-MNIST worker slept and was woken ~10 times a step, 17–38 %
+  // of the step on a Zen 3 (bench/README.md). So the policy is passive with a
   // short spin, 30,000 pauses (~1 ms): the gaps between a step's kernels are
   // spun through, longer waits sleep, and libgomp spins not at all when a
   // process has more OpenMP threads than cores. libgomp reads both when it
