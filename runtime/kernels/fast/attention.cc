@@ -29,11 +29,9 @@
 // reference's, so NaN lands where the reference puts it. (Scores that
 // overflow from finite inputs are not looked for.)
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <utility>
 
 #include <omp.h>
 

@@ -54,14 +54,10 @@ std::atomic<int> forced_vectors{-1};
 
 AttentionVectors vectorsNow() {
 #if defined(__x86_64__)
-  // The features the x86-64-v4 clone is chosen by (simd.h): a CPU with
-  // AVX-512F alone runs the AVX2 clone, where 16 lanes live in memory.
+  // The level the x86-64-v4 clone is chosen by (simd.h): a CPU with part of
+  // AVX-512 runs the AVX2 clone, where 16 lanes live in memory.
   static const AttentionVectors host =
-      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-              __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
-              __builtin_cpu_supports("avx512vl")
-          ? AttentionVectors::kLanes16TwoBlocks
-          : AttentionVectors::kLanes8;
+      __builtin_cpu_supports("x86-64-v4") ? AttentionVectors::kLanes16TwoBlocks : AttentionVectors::kLanes8;
 #else
   constexpr AttentionVectors host = AttentionVectors::kLanes8;
 #endif
@@ -396,12 +392,10 @@ DTL_FAST_CLONES void rowDots(const float* DTL_RESTRICT a, const float* DTL_RESTR
 // In whole vector stores: a memset call per row of char GPT's 32 floats
 // cost more than its stores.
 DTL_FAST_CLONES void zeroRows(float* x, int64_t rows, int64_t dim, int64_t ld) {
-  for (int64_t i = 0; i < rows; ++i) {
-    if (lanes16())
-      zeroSpan<V16>(x + i * ld, 0, dim);
-    else
-      zeroSpan<V8>(x + i * ld, 0, dim);
-  }
+  if (lanes16())
+    for (int64_t i = 0; i < rows; ++i) zeroSpan<V16>(x + i * ld, 0, dim);
+  else
+    for (int64_t i = 0; i < rows; ++i) zeroSpan<V8>(x + i * ld, 0, dim);
 }
 
 DTL_FAST_CLONES void transposeRows(const float* x, int64_t ld, int64_t rows, int64_t dim, float* xt) {
