@@ -16,6 +16,7 @@
 
 #include "compiler/codegen/emit_f32_math.h"
 #include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/InlineAsm.h"
 #include "llvm/IR/InstIterator.h"
 #include "llvm/IR/IntrinsicInst.h"
 #include "llvm/IR/Intrinsics.h"
@@ -611,10 +612,17 @@ void Emitter::gridStride(llvm::Function* f, const Shape& space, const std::funct
   auto sreg = [&](llvm::Intrinsic::ID id) {
     return b_.CreateZExt(b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, id)), i64());
   };
-  Value* ntid = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x);
-  Value* gid = b_.CreateAdd(b_.CreateMul(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x), ntid),
+  // The block products as PTX's mul.wide.u32, opaque to LLVM: where a
+  // coordinate is the point's low bit (a dim of size 2: i & 1), LLVM 16's
+  // DAG combiner narrows (ctaid * ntid) & 1 to an i1 mul the NVPTX back end
+  // cannot select, and aborts the process.
+  auto* wide_mul = llvm::InlineAsm::get(llvm::FunctionType::get(i64(), {b_.getInt32Ty(), b_.getInt32Ty()}, false),
+                                        "mul.wide.u32 $0, $1, $2;", "=l,r,r", false);
+  auto sreg32 = [&](llvm::Intrinsic::ID id) { return b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, id)); };
+  Value* ntid = sreg32(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x);
+  Value* gid = b_.CreateAdd(b_.CreateCall(wide_mul, {sreg32(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x), ntid}),
                             sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), "gid");
-  Value* step = b_.CreateMul(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x), ntid, "gridsize");
+  Value* step = b_.CreateCall(wide_mul, {sreg32(llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x), ntid}, "gridsize");
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   auto* head = llvm::BasicBlock::Create(ctx_, "point", f);
   auto* exit = llvm::BasicBlock::Create(ctx_, "done", f);

@@ -210,4 +210,68 @@ RandomCase randomCaseFromBytes(const uint8_t* data, size_t size, int64_t max_poi
   return randomCase(s, "fuzz", max_points);
 }
 
+// Every op class once, small (random_region.h).
+std::vector<Region> opClassRegions() {
+  std::vector<Region> all;
+  const Shape rows{{{"batch", 3}, {"hidden", 7}}};
+  for (UnaryFn fn : kAllUnaryFns) {
+    Region r(std::string("unary_") + fnName(fn));
+    r.output("y", r.unary(fn, r.input("x", rows)));
+    all.push_back(r);
+  }
+  for (BinaryFn fn : kAllBinaryFns) {
+    Region r(std::string("binary_") + fnName(fn));
+    r.output("y", r.binary(fn, r.input("a", rows), r.input("b", Shape{{{"hidden", 7}, {"batch", 3}}})));
+    all.push_back(r);
+  }
+  for (ReduceFn fn : kAllReduceFns) {
+    Region r(std::string("reduce_") + fnName(fn));
+    r.output("y", r.reduce(fn, r.input("x", rows), "batch"));
+    all.push_back(r);
+  }
+  Region softmax("softmax");
+  softmax.output("y", softmax.softmax(softmax.input("x", rows), "hidden"));
+  all.push_back(softmax);
+  Region log_softmax("log_softmax");
+  log_softmax.output("y", log_softmax.logSoftmax(log_softmax.input("x", rows), "hidden"));
+  all.push_back(log_softmax);
+  for (UnaryFn fn : kAllUnaryFns) {
+    Region r(std::string("grad_") + fnName(fn));
+    int gx = r.input("x", rows);
+    r.output("dx", r.unaryGrad(fn, gx, r.input("dy", rows)));
+    all.push_back(r);
+  }
+  Region select("select");
+  int sx = select.input("x", rows);
+  select.output("y", select.select(select.binary(BinaryFn::Gt, sx, select.constant(0.0f)), sx, select.constant(-1.0f)));
+  all.push_back(select);
+  Region norms("norms");  // every normalization and softmax gradient, sharing x and dy
+  int nx = norms.input("x", rows), ndy = norms.input("dy", rows);
+  norms.output("ln", norms.normalize(nx, "hidden", 1e-5f));
+  norms.output("rms", norms.rmsNormalize(nx, "hidden", 1e-6f));
+  norms.output("dln", norms.normalizeGrad(nx, ndy, "hidden", 1e-5f));
+  norms.output("drms", norms.rmsNormalizeGrad(nx, ndy, "hidden", 1e-6f));
+  norms.output("dsm", norms.softmaxGrad(nx, ndy, "hidden"));
+  norms.output("dlsm", norms.logSoftmaxGrad(nx, ndy, "hidden"));
+  all.push_back(norms);
+  Region bias_relu("bias_relu");
+  int x = bias_relu.input("x", rows);
+  bias_relu.output("y", bias_relu.unary(UnaryFn::Relu, bias_relu.binary(BinaryFn::Add, x, bias_relu.input("b", Shape{{{"hidden", 7}}}))));
+  all.push_back(bias_relu);
+  return all;
+}
+
+Values randomValues(int64_t n, std::mt19937_64& rng, double special) {
+  static const float kSpecials[] = {NAN,   INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, -3e-42f, 1.17e-38f,
+                                    FLT_MAX, -FLT_MAX, 1e30f,    -1e30f, 88.7f, -104.0f};
+  std::uniform_real_distribution<double> coin(0, 1);
+  std::normal_distribution<float> normal(0, 1);
+  const float scales[] = {1, 10, 100};
+  float scale = scales[rng() % 3];
+  Values v(static_cast<size_t>(n));
+  for (float& x : v)
+    x = coin(rng) < special ? kSpecials[rng() % (sizeof kSpecials / sizeof *kSpecials)] : normal(rng) * scale;
+  return v;
+}
+
 }  // namespace dtl::codegen::testing

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "compiler/codegen/region.h"
@@ -49,5 +50,15 @@ RandomCase randomCaseFromBytes(const uint8_t* data, size_t size, int64_t max_poi
 // chained as a backward pass does, now and then summed along a dim; inputs
 // as randomCase's.
 RandomCase randomGradientCase(uint64_t seed, int64_t max_points = kMaxRandomPoints);
+
+// Every op class once over small shapes (3 x 7, operands permuted and
+// broadcast): each unary fn, binary fn and reduction, softmax and
+// log-softmax, each fn's gradient, a select, every normalization and softmax
+// gradient in one region, a bias + relu. Their inputs are the caller's.
+std::vector<Region> opClassRegions();
+
+// n values: mostly normal(0, scale) with scale in {1, 10, 100}, and with
+// probability `special` each one of NaN, ±inf, ±0, a denormal, ±FLT_MAX or 1e30.
+Values randomValues(int64_t n, std::mt19937_64& rng, double special = 0.08);
 
 }  // namespace dtl::codegen::testing

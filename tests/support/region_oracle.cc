@@ -383,21 +383,29 @@ std::vector<std::vector<double>> runReference(const Region& r, const std::vector
   return out;
 }
 
+Region probeOf(const Region& r) {
+  Region probe = r;
+  for (size_t k = 0; k < r.nodes().size(); ++k) {
+    Kind kind = r.nodes()[k].kind;
+    if (kind != Kind::Input && kind != Kind::Const) probe.output("node" + std::to_string(k), static_cast<int>(k));
+  }
+  return probe;
+}
+
 namespace {
 
 // compareWithReference's work; `found` collects the problems.
 std::vector<Values> compareNodes(const Region& r, const std::vector<Values>& inputs, Stats* stats, Problems* found,
                                  const OracleOptions& options) {
-  Region probe = r;
+  Region probe = probeOf(r);
   std::vector<int> probed(r.nodes().size(), -1);  // node → probe output index
-  for (size_t k = 0; k < r.nodes().size(); ++k) {
+  for (size_t k = 0, next = r.outputs().size(); k < r.nodes().size(); ++k) {
     Kind kind = r.nodes()[k].kind;
-    if (kind == Kind::Input || kind == Kind::Const) continue;
-    probed[k] = static_cast<int>(probe.outputs().size());
-    probe.output("node" + std::to_string(k), static_cast<int>(k));
+    if (kind != Kind::Input && kind != Kind::Const) probed[k] = static_cast<int>(next++);
   }
+  const RegionRunner run = options.run ? options.run : RegionRunner(jitOutputs);
   std::string error;
-  std::vector<Values> got = jitOutputs(probe, inputs, stats, &error);
+  std::vector<Values> got = run(probe, inputs, stats, &error);
   const KernelPlan plan = planKernel(probe);
   if (!error.empty()) {
     found->add("the probe (every node an output) did not run: " + error);
@@ -426,7 +434,7 @@ std::vector<Values> compareNodes(const Region& r, const std::vector<Values>& inp
   }
 
   // The region as given: its outputs are the probe's, bit for bit.
-  std::vector<Values> plain = jitOutputs(r, inputs, stats, &error);
+  std::vector<Values> plain = run(r, inputs, stats, &error);
   if (!error.empty()) {
     found->add("the region did not run: " + error);
     return {};

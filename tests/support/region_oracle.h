@@ -98,8 +98,18 @@ std::vector<Values> jitOutputs(const Region& r, const std::vector<Values>& input
 // The whole region in double by the reference kernels, from its inputs.
 std::vector<std::vector<double>> runReference(const Region& r, const std::vector<Values>& inputs);
 
+// What runs a region for the check: jitOutputs by default; the GPU check
+// (tests/gpu/ptx_check.cc) hands back what the GPU computed.
+using RegionRunner = std::function<std::vector<Values>(const Region&, const std::vector<Values>& inputs, Stats*,
+                                                        std::string* error)>;
+
+// The region with every node that is not an input or constant also an
+// output (after the region's own outputs, in node order): the oracle's probe.
+Region probeOf(const Region& r);
+
 struct OracleOptions {
   int max_problems = 5;  // per region: the first few are the ones to read
+  RegionRunner run;      // empty: the x86 JIT (jitOutputs)
   // A test of the oracle itself: changes a node's probe values before they are checked.
   std::function<void(int node, Values& values)> tamper;
 };

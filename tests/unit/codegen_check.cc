@@ -25,19 +25,6 @@ std::vector<Values> checkRegion(const Region& r, const std::vector<Values>& inpu
   return out;
 }
 
-Values randomValues(int64_t n, std::mt19937_64& rng, double special) {
-  static const float kSpecials[] = {NAN,   INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, -3e-42f, 1.17e-38f,
-                                    FLT_MAX, -FLT_MAX, 1e30f,    -1e30f, 88.7f, -104.0f};
-  std::uniform_real_distribution<double> coin(0, 1);
-  std::normal_distribution<float> normal(0, 1);
-  const float scales[] = {1, 10, 100};
-  float scale = scales[rng() % 3];
-  Values v(static_cast<size_t>(n));
-  for (float& x : v)
-    x = coin(rng) < special ? kSpecials[rng() % (sizeof kSpecials / sizeof *kSpecials)] : normal(rng) * scale;
-  return v;
-}
-
 std::string ptxasPath() {
   namespace fs = std::filesystem;
   std::string configured = DTL_PTXAS;

@@ -11,6 +11,7 @@
 
 #include "compiler/codegen/jit_x86.h"
 #include "compiler/codegen/region.h"
+#include "tests/support/random_region.h"
 #include "tests/support/region_oracle.h"
 
 namespace dtl::codegen::testing {
@@ -21,10 +22,6 @@ std::vector<Values> runJit(const Region& r, const std::vector<Values>& inputs, S
 
 // compareWithReference; its report, if any, is a gtest failure. Returns the outputs.
 std::vector<Values> checkRegion(const Region& r, const std::vector<Values>& inputs, Stats* stats);
-
-// n values: mostly normal(0, scale) with scale in {1, 10, 100}, and with
-// probability `special` each one of NaN, ±inf, ±0, a denormal, ±FLT_MAX or 1e30.
-Values randomValues(int64_t n, std::mt19937_64& rng, double special = 0.08);
 
 // The ptxas to assemble PTX with: the one CMake found (DTL_PTXAS), else the
 // first on PATH, else /usr/local/cuda/bin's; "" when there is none.

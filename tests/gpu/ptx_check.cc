@@ -1,0 +1,289 @@
+// The NVPTX target run on a GPU and checked as the x86 JIT is: every op
+// class, random regions and random gradient chains (NaN, ±inf and denormals
+// among their inputs), and each region of the small samples' one-rank
+// programs, compiled to PTX here, run by ptx_run where a GPU is, and compared
+// with the reference kernels by the same oracle (region_oracle.h): each node
+// of the probe (every node an output) against the reference of that node on
+// the GPU's own operands, the region's outputs against the probe's bit for
+// bit. The two steps share only files (tools/ptx_run/bundle.h), so the
+// kernels can run on a machine that has a GPU but no LLVM:
+//
+//   ptx_check write BUNDLE             PTX, kernels, buffers and inputs
+//   ptx_run BUNDLE RESULTS             on the GPU machine
+//   ptx_check compare BUNDLE RESULTS   exit 1 on any problem, printing the first ones
+//   ptx_check jit BUNDLE RESULTS       the x86 JIT's outputs as results: checks the checker
+//
+// The cases are a fixed function of this file, so `compare` rebuilds them.
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/fuse_regions.h"
+#include "compiler/codegen/ptx.h"
+#include "compiler/driver/frontend.h"
+#include "compiler/program/plan_program.h"
+#include "core/hash.h"
+#include "tests/support/random_region.h"
+#include "tests/support/region_oracle.h"
+#include "tools/ptx_run/bundle.h"
+
+namespace dtl::codegen::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using ptxrun::BundleBuffer;
+using ptxrun::BundleCase;
+
+constexpr uint64_t kRandomCases = 400, kGradientCases = 150;
+
+// The samples whose regions are small enough to carry with their inputs
+// (GPT-2's, at seq 1024 x 768, are assembled by fuse_regions_test instead).
+const std::vector<std::pair<std::string, std::vector<std::string>>> kSamples = {
+    {"synthetic_mlp.dtl", {}},
+    {"diabetes_regression.dtl", {}},
+    {"fashion_mnist_mlp.dtl", {"train.batch=32"}},
+    {"char_gpt.dtl", {"train.batch=2"}},
+};
+
+std::vector<Region> sampleRegions(const std::string& file, const std::vector<std::string>& sets) {
+  driver::Frontend fe;
+  driver::FrontendOptions o;
+  o.world = 1;
+  o.sets = sets;
+  if (fe.run(std::string(DTL_SOURCE_DIR) + "/samples/" + file, o, driver::Stop::Grad) != 0) {
+    std::fprintf(stderr, "ptx_check: %s does not compile:\n%s", file.c_str(), fe.diagnostics().render().c_str());
+    std::exit(2);
+  }
+  prog::Program p = program::planProgram(fe.graph(), fe.layout(), layout::meshCoords(fe.layout().mesh, 0));
+  std::vector<Region> regions;
+  for (const FusedRegion& fr : fuseRegions(p).regions) regions.push_back(fr.region);
+  return regions;
+}
+
+std::vector<Values> inputsFor(const Region& r, std::mt19937_64& rng, double special) {
+  std::vector<Values> inputs;
+  for (int in : r.inputs()) inputs.push_back(randomValues(r.node(in).shape.elements().value_or(0), rng, special));
+  return inputs;
+}
+
+std::vector<RandomCase> gpuCases() {
+  std::vector<RandomCase> cases;
+  std::mt19937_64 rng(7);
+  for (const Region& r : opClassRegions()) cases.push_back({r, inputsFor(r, rng, 0.08)});
+  for (uint64_t seed = 1; seed <= kRandomCases; ++seed) cases.push_back(randomCase(seed));
+  for (uint64_t seed = 1; seed <= kGradientCases; ++seed) cases.push_back(randomGradientCase(seed));
+  std::set<uint64_t> seen;
+  for (const auto& [file, sets] : kSamples)
+    for (const Region& r : sampleRegions(file, sets))
+      if (seen.insert(regionHash(r)).second) cases.push_back({r, inputsFor(r, rng, 0.02)});
+  return cases;
+}
+
+// The module ids of case k: its probe and, unless the region is its own
+// probe, the region as given.
+std::string moduleId(size_t k, bool probe) { return "c" + std::to_string(k) + (probe ? ".probe" : ".plain"); }
+
+std::string addModule(const Region& r, const std::string& id, const std::vector<Values>& inputs, const fs::path& dir,
+                      std::ofstream& input_file, int64_t* input_bytes, std::vector<BundleCase>* out) {
+  PtxModule m;
+  std::string error;
+  if (!compilePtx(r, &m, &error)) return id + ": " + error;
+  BundleCase c;
+  c.id = id;
+  c.ptx_file = id + ".ptx";
+  std::ofstream(dir / c.ptx_file) << m.ptx;
+  for (const PtxKernel& k : m.kernels) c.kernels.push_back({k.name, k.points});
+  for (size_t i = 0; i < m.plan.buffers.size(); ++i) {
+    const PlanBuffer& pb = m.plan.buffers[i];
+    BundleBuffer b;
+    b.bytes = pb.bytes();
+    if (pb.role == PlanBuffer::Role::Input) {
+      const Values& v = inputs[i];
+      b.offset = *input_bytes;
+      input_file.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+      *input_bytes += static_cast<int64_t>(v.size() * sizeof(float));
+    } else {
+      b.role = pb.role == PlanBuffer::Role::Output ? BundleBuffer::Role::Out : BundleBuffer::Role::Scratch;
+    }
+    c.buffers.push_back(b);
+  }
+  out->push_back(c);
+  return "";
+}
+
+int write(const fs::path& dir) {
+  fs::create_directories(dir);
+  std::ofstream input_file(dir / "inputs.bin", std::ios::binary);
+  int64_t input_bytes = 0;
+  std::vector<BundleCase> modules;
+  const std::vector<RandomCase> cases = gpuCases();
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const Region& r = cases[k].region;
+    const Region probe = probeOf(r);
+    std::string error = addModule(probe, moduleId(k, true), cases[k].inputs, dir, input_file, &input_bytes, &modules);
+    if (error.empty() && regionHash(probe) != regionHash(r))
+      error = addModule(r, moduleId(k, false), cases[k].inputs, dir, input_file, &input_bytes, &modules);
+    if (!error.empty()) {
+      std::fprintf(stderr, "ptx_check: %s\n%s", error.c_str(), printRegion(r).c_str());
+      return 1;
+    }
+  }
+  input_file.close();
+  if (std::string e = ptxrun::writeManifest((dir / "manifest.txt").string(), modules); !e.empty()) {
+    std::fprintf(stderr, "ptx_check: %s\n", e.c_str());
+    return 1;
+  }
+  std::printf("ptx_check: %zu cases, %zu modules, %.1f MB of inputs in %s\n", cases.size(), modules.size(),
+              static_cast<double>(input_bytes) / 1e6, dir.c_str());
+  return 0;
+}
+
+// What the GPU wrote for each module, as the oracle's runner reads it.
+class GpuOutputs {
+ public:
+  std::string load(const fs::path& bundle, const fs::path& results) {
+    std::vector<BundleCase> modules;
+    if (std::string e = ptxrun::readManifest((bundle / "manifest.txt").string(), &modules); !e.empty()) return e;
+    for (const BundleCase& m : modules) expected_bytes_[m.id] = m.outputBytes();
+    std::vector<ptxrun::CaseResult> got;
+    if (std::string e = ptxrun::readResults((results / "results.txt").string(), &device_, &got); !e.empty()) return e;
+    for (const ptxrun::CaseResult& r : got) {
+      if (!r.ok) {
+        errors_[r.id] = r.error;
+        continue;
+      }
+      std::string& data = files_[r.file];
+      if (data.empty()) {
+        std::ifstream in(results / r.file, std::ios::binary);
+        data.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      }
+      if (r.offset < 0 || r.offset + r.bytes > static_cast<int64_t>(data.size()) || r.bytes != expected_bytes_[r.id])
+        return "results for " + r.id + " do not fit " + r.file;
+      bytes_[r.id] = data.substr(static_cast<size_t>(r.offset), static_cast<size_t>(r.bytes));
+    }
+    return "";
+  }
+  const std::string& device() const { return device_; }
+
+  // The runner for case k: the probe's outputs or the plain region's.
+  RegionRunner runner(size_t k, uint64_t probe_hash) const {
+    return [this, k, probe_hash](const Region& r, const std::vector<Values>&, Stats*, std::string* error) {
+      std::string id = moduleId(k, regionHash(r) == probe_hash);
+      return outputs(r, id, error);
+    };
+  }
+
+ private:
+  std::vector<Values> outputs(const Region& r, const std::string& id, std::string* error) const {
+    if (auto e = errors_.find(id); e != errors_.end()) {
+      *error = "on the GPU: " + e->second;
+      return {};
+    }
+    auto b = bytes_.find(id);
+    if (b == bytes_.end()) {
+      *error = "no GPU results for " + id;
+      return {};
+    }
+    const KernelPlan plan = planKernel(r);
+    std::vector<Values> out;
+    size_t at = 0;
+    for (int o = 0; o < plan.outputs; ++o) {
+      const PlanBuffer& pb = plan.buffers[static_cast<size_t>(plan.inputs + o)];
+      Values v(static_cast<size_t>(pb.elements()));
+      const char* src = b->second.data() + at;
+      if (pb.dtype == DType::Bool)
+        for (size_t e = 0; e < v.size(); ++e) v[e] = static_cast<float>(static_cast<uint8_t>(src[e]));
+      else
+        std::memcpy(v.data(), src, v.size() * sizeof(float));
+      at += static_cast<size_t>(pb.bytes());
+      out.push_back(std::move(v));
+    }
+    return out;
+  }
+
+  std::string device_;
+  std::map<std::string, int64_t> expected_bytes_;
+  std::map<std::string, std::string> files_, bytes_, errors_;
+};
+
+// The x86 JIT's outputs of every module, written as ptx_run writes the
+// GPU's: a check of the checker (its reading, Bool outputs, the probe/plain
+// pairing) on a machine without a GPU.
+int jitResults(const fs::path& bundle, const fs::path& results) {
+  fs::create_directories(results);
+  std::ofstream data(results / "outputs-0.bin", std::ios::binary);
+  std::vector<ptxrun::CaseResult> out;
+  int64_t at = 0;
+  const std::vector<RandomCase> cases = gpuCases();
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const Region probe = probeOf(cases[k].region);
+    for (bool is_probe : {true, false}) {
+      if (!is_probe && regionHash(probe) == regionHash(cases[k].region)) continue;
+      const Region& r = is_probe ? probe : cases[k].region;
+      ptxrun::CaseResult res;
+      res.id = moduleId(k, is_probe);
+      std::string error;
+      std::vector<Values> values = jitOutputs(r, cases[k].inputs, nullptr, &error);
+      const KernelPlan plan = planKernel(r);
+      res.ok = error.empty();
+      res.error = error;
+      res.file = "outputs-0.bin";
+      res.offset = at;
+      for (size_t o = 0; res.ok && o < values.size(); ++o) {
+        if (plan.buffers[static_cast<size_t>(plan.inputs) + o].dtype == DType::Bool) {
+          std::string bytes(values[o].begin(), values[o].end());
+          data.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+          at += static_cast<int64_t>(bytes.size());
+        } else {
+          data.write(reinterpret_cast<const char*>(values[o].data()),
+                     static_cast<std::streamsize>(values[o].size() * sizeof(float)));
+          at += static_cast<int64_t>(values[o].size() * sizeof(float));
+        }
+      }
+      res.bytes = at - res.offset;
+      out.push_back(res);
+    }
+  }
+  data.close();
+  return ptxrun::writeResults((results / "results.txt").string(), "the x86 JIT (ptx_check jit)", out).empty() ? 0 : 1;
+}
+
+int compare(const fs::path& bundle, const fs::path& results) {
+  GpuOutputs gpu;
+  if (std::string e = gpu.load(bundle, results); !e.empty()) {
+    std::fprintf(stderr, "ptx_check: %s\n", e.c_str());
+    return 2;
+  }
+  const std::vector<RandomCase> cases = gpuCases();
+  Stats stats;
+  int failed = 0;
+  for (size_t k = 0; k < cases.size(); ++k) {
+    OracleOptions options;
+    options.run = gpu.runner(k, regionHash(probeOf(cases[k].region)));
+    std::string report;
+    compareWithReference(cases[k].region, cases[k].inputs, &stats, &report, options);
+    if (report.empty()) continue;
+    if (++failed <= 10) std::printf("case %zu: %s\n", k, report.c_str());
+  }
+  std::printf("%s", formatStats(stats).c_str());
+  std::printf("ptx_check: %zu cases run on %s: %d with problems\n", cases.size(), gpu.device().c_str(), failed);
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace dtl::codegen::testing
+
+int main(int argc, char** argv) {
+  namespace t = dtl::codegen::testing;
+  if (argc == 3 && std::strcmp(argv[1], "write") == 0) return t::write(argv[2]);
+  if (argc == 4 && std::strcmp(argv[1], "compare") == 0) return t::compare(argv[2], argv[3]);
+  if (argc == 4 && std::strcmp(argv[1], "jit") == 0) return t::jitResults(argv[2], argv[3]);
+  std::fprintf(stderr, "usage: ptx_check write BUNDLE | ptx_check compare BUNDLE RESULTS | ptx_check jit BUNDLE RESULTS\n");
+  return 2;
+}

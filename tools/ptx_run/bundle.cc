@@ -1,0 +1,142 @@
+#include "tools/ptx_run/bundle.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace dtl::ptxrun {
+
+int64_t BundleCase::outputBytes() const {
+  int64_t total = 0;
+  for (const BundleBuffer& b : buffers)
+    if (b.role == BundleBuffer::Role::Out) total += b.bytes;
+  return total;
+}
+
+namespace {
+
+const char* roleName(BundleBuffer::Role r) {
+  return r == BundleBuffer::Role::In ? "in" : r == BundleBuffer::Role::Out ? "out" : "scratch";
+}
+
+std::string located(const std::string& path, int line, const std::string& what) {
+  return path + ":" + std::to_string(line) + ": " + what;
+}
+
+std::string rest(std::istringstream& in) {
+  std::string text;
+  std::getline(in >> std::ws, text);
+  return text;
+}
+
+}  // namespace
+
+std::string writeManifest(const std::string& path, const std::vector<BundleCase>& cases) {
+  std::ofstream out(path);
+  out << "dtl-ptx-bundle 1\n";
+  for (const BundleCase& c : cases) {
+    out << "case " << c.id << " " << c.ptx_file << "\n";
+    for (const BundleKernel& k : c.kernels) out << "kernel " << k.name << " " << k.points << "\n";
+    for (const BundleBuffer& b : c.buffers) {
+      out << "buffer " << roleName(b.role) << " " << b.bytes;
+      if (b.role == BundleBuffer::Role::In) out << " " << b.offset;
+      out << "\n";
+    }
+  }
+  out.flush();
+  return out ? "" : "cannot write " + path;
+}
+
+std::string readManifest(const std::string& path, std::vector<BundleCase>* cases) {
+  std::ifstream in(path);
+  if (!in) return "cannot read " + path;
+  std::string line;
+  int n = 0;
+  if (!std::getline(in, line) || line != "dtl-ptx-bundle 1") return located(path, 1, "not a dtl PTX bundle manifest");
+  ++n;
+  while (std::getline(in, line)) {
+    ++n;
+    std::istringstream fields(line);
+    std::string word;
+    fields >> word;
+    if (word == "case") {
+      BundleCase c;
+      if (!(fields >> c.id >> c.ptx_file)) return located(path, n, "expected: case ID FILE");
+      cases->push_back(c);
+    } else if (word == "kernel" || word == "buffer") {
+      if (cases->empty()) return located(path, n, word + " before any case");
+      BundleCase& c = cases->back();
+      if (word == "kernel") {
+        BundleKernel k;
+        if (!(fields >> k.name >> k.points) || k.points < 0) return located(path, n, "expected: kernel NAME POINTS");
+        c.kernels.push_back(k);
+        continue;
+      }
+      std::string role;
+      BundleBuffer b;
+      if (!(fields >> role >> b.bytes) || b.bytes < 0) return located(path, n, "expected: buffer ROLE BYTES");
+      if (role == "in") {
+        if (!(fields >> b.offset)) return located(path, n, "an input buffer needs its offset in inputs.bin");
+      } else if (role == "out") {
+        b.role = BundleBuffer::Role::Out;
+      } else if (role == "scratch") {
+        b.role = BundleBuffer::Role::Scratch;
+      } else {
+        return located(path, n, "a buffer is in, out or scratch, not " + role);
+      }
+      c.buffers.push_back(b);
+    } else if (!word.empty()) {
+      return located(path, n, "unknown item " + word);
+    }
+  }
+  return "";
+}
+
+std::string writeResults(const std::string& path, const std::string& device, const std::vector<CaseResult>& results) {
+  std::ofstream out(path);
+  out << "dtl-ptx-results 1\ndevice " << device << "\n";
+  for (const CaseResult& r : results) {
+    out << "case " << r.id;
+    if (r.ok)
+      out << " ok " << r.file << " " << r.offset << " " << r.bytes << "\n";
+    else
+      out << " error " << r.error << "\n";
+  }
+  out.flush();
+  return out ? "" : "cannot write " + path;
+}
+
+std::string readResults(const std::string& path, std::string* device, std::vector<CaseResult>* results) {
+  std::ifstream in(path);
+  if (!in) return "cannot read " + path;
+  std::string line;
+  int n = 0;
+  if (!std::getline(in, line) || line != "dtl-ptx-results 1") return located(path, 1, "not dtl PTX results");
+  ++n;
+  while (std::getline(in, line)) {
+    ++n;
+    std::istringstream fields(line);
+    std::string word;
+    fields >> word;
+    if (word == "device") {
+      *device = rest(fields);
+    } else if (word == "case") {
+      CaseResult r;
+      std::string status;
+      if (!(fields >> r.id >> status)) return located(path, n, "expected: case ID ok|error ...");
+      if (status == "ok") {
+        r.ok = true;
+        if (!(fields >> r.file >> r.offset >> r.bytes)) return located(path, n, "expected: case ID ok FILE OFFSET BYTES");
+      } else if (status == "error") {
+        r.error = rest(fields);
+      } else {
+        return located(path, n, "a case is ok or error, not " + status);
+      }
+      results->push_back(r);
+    } else if (!word.empty()) {
+      return located(path, n, "unknown item " + word);
+    }
+  }
+  return "";
+}
+
+}  // namespace dtl::ptxrun

@@ -1,0 +1,59 @@
+// A PTX bundle: generated kernels with their inputs, written where LLVM is
+// (tests/gpu/ptx_check.cc), run where a GPU is (ptx_run), whose outputs go
+// back to be checked against the reference. The two sides share nothing but
+// these files, so the GPU machine needs no LLVM and no dtl build.
+//
+// BUNDLE/manifest.txt, a line per item:
+//   dtl-ptx-bundle 1
+//   case ID FILE.ptx          a module; its kernels and buffers follow
+//   kernel NAME POINTS        launch order; every kernel takes every buffer
+//   buffer in BYTES OFFSET    in argument order; an input's bytes at OFFSET of inputs.bin
+//   buffer out BYTES          an output: read back
+//   buffer scratch BYTES
+// RESULTS/results.txt:
+//   dtl-ptx-results 1
+//   device NAME...
+//   case ID ok FILE OFFSET BYTES   the outputs, concatenated in buffer order
+//   case ID error MESSAGE...
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtl::ptxrun {
+
+struct BundleKernel {
+  std::string name;
+  int64_t points = 0;
+};
+
+struct BundleBuffer {
+  enum class Role { In, Out, Scratch };
+  Role role = Role::In;
+  int64_t bytes = 0;
+  int64_t offset = 0;  // an input's, in inputs.bin
+};
+
+struct BundleCase {
+  std::string id, ptx_file;
+  std::vector<BundleKernel> kernels;
+  std::vector<BundleBuffer> buffers;
+  int64_t outputBytes() const;
+};
+
+struct CaseResult {
+  std::string id;
+  bool ok = false;
+  std::string error;              // when not ok
+  std::string file;               // the outputs' file in RESULTS
+  int64_t offset = 0, bytes = 0;  // where they are in it
+};
+
+// "" or what is wrong, with the line.
+std::string writeManifest(const std::string& path, const std::vector<BundleCase>& cases);
+std::string readManifest(const std::string& path, std::vector<BundleCase>* cases);
+std::string writeResults(const std::string& path, const std::string& device, const std::vector<CaseResult>& results);
+std::string readResults(const std::string& path, std::string* device, std::vector<CaseResult>* results);
+
+}  // namespace dtl::ptxrun

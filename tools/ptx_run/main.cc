@@ -1,0 +1,242 @@
+// ptx_run: runs a PTX bundle (bundle.h) on the first CUDA device and writes
+// every case's outputs for the checker. Each case runs twice, on a grid that
+// covers its points with one thread each and on 3 blocks of 96 threads (each
+// thread then strides over many points): the outputs must agree bit for bit,
+// since a generated kernel's point is computed the same whichever thread
+// visits it. Outputs start as 0xA5 bytes and scratch as NaN, so a value the
+// kernels never write shows.
+//
+//   ptx_run --probe            exit 0 when a GPU can run kernels, 77 (skip) when not
+//   ptx_run BUNDLE RESULTS     exit 0, 1 when a case failed, 77 without a GPU, 2 on bad use
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tools/ptx_run/bundle.h"
+#include "tools/ptx_run/cuda_driver.h"
+
+namespace dtl::ptxrun {
+namespace {
+
+constexpr int kNoGpu = 77;
+constexpr int64_t kOutputFileBytes = 15 << 20;  // a file the GPU machine's tool hands back whole
+
+struct Gpu {
+  const CudaDriver* cu = nullptr;
+  std::string name;
+};
+
+// "" and the device, or why no kernel can run here.
+std::string openGpu(Gpu* gpu) {
+  std::string why;
+  gpu->cu = loadCudaDriver(&why);
+  if (!gpu->cu) return why;
+  const CudaDriver& cu = *gpu->cu;
+  int count = 0, device = 0;
+  CuContext ctx = nullptr;
+  if (CuResult r = cu.init(0)) return "cuInit: " + cu.describe(r);
+  if (CuResult r = cu.deviceGetCount(&count)) return "cuDeviceGetCount: " + cu.describe(r);
+  if (count == 0) return "the CUDA driver sees no device";
+  if (CuResult r = cu.deviceGet(&device, 0)) return "cuDeviceGet: " + cu.describe(r);
+  char name[256] = {};
+  cu.deviceGetName(name, sizeof name, device);
+  gpu->name = name;
+  if (CuResult r = cu.primaryCtxRetain(&ctx, device)) return "cuDevicePrimaryCtxRetain: " + cu.describe(r);
+  if (CuResult r = cu.ctxSetCurrent(ctx)) return "cuCtxSetCurrent: " + cu.describe(r);
+  return "";
+}
+
+std::string readFile(const std::filesystem::path& p, bool* ok) {
+  std::ifstream in(p, std::ios::binary);
+  *ok = static_cast<bool>(in);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// One case's buffers on the device, freed on every path.
+struct DeviceBuffers {
+  const CudaDriver& cu;
+  std::vector<CuDevicePtr> ptrs;
+  explicit DeviceBuffers(const CudaDriver& d) : cu(d) {}
+  ~DeviceBuffers() {
+    for (CuDevicePtr p : ptrs) cu.memFree(p);
+  }
+};
+
+class CaseRunner {
+ public:
+  CaseRunner(const CudaDriver& cu, const std::string& inputs) : cu_(cu), inputs_(inputs) {}
+
+  // "" with the outputs, or what failed; *sticky when the context is lost.
+  std::string run(const BundleCase& c, const std::string& ptx, std::string* outputs, bool* sticky) {
+    CuModule module = nullptr;
+    if (CuResult r = cu_.moduleLoadData(&module, ptx.c_str())) return "loading the PTX: " + cu_.describe(r);
+    std::string error = runLoaded(c, module, outputs, sticky);
+    cu_.moduleUnload(module);
+    return error;
+  }
+
+ private:
+  std::string check(CuResult r, const std::string& what, bool* sticky) {
+    if (r == 0) return "";
+    // 700-720: launch failures that leave the context unusable.
+    if (r >= 700 && r < 720) *sticky = true;
+    return what + ": " + cu_.describe(r);
+  }
+
+  std::string runLoaded(const BundleCase& c, CuModule module, std::string* outputs, bool* sticky) {
+    std::vector<CuFunction> fns;
+    for (const BundleKernel& k : c.kernels) {
+      CuFunction fn = nullptr;
+      if (CuResult r = cu_.moduleGetFunction(&fn, module, k.name.c_str()))
+        return "kernel " + k.name + ": " + cu_.describe(r);
+      fns.push_back(fn);
+    }
+    DeviceBuffers bufs(cu_);
+    for (const BundleBuffer& b : c.buffers) {
+      CuDevicePtr p = 0;
+      if (std::string e = check(cu_.memAlloc(&p, static_cast<size_t>(b.bytes > 0 ? b.bytes : 4)), "cuMemAlloc", sticky);
+          !e.empty())
+        return e;
+      bufs.ptrs.push_back(p);
+    }
+    std::string first, second;
+    for (int pass = 0; pass < 2; ++pass) {
+      if (std::string e = fill(c, bufs, sticky); !e.empty()) return e;
+      for (size_t k = 0; k < fns.size(); ++k)
+        if (std::string e = launch(c.kernels[k], fns[k], bufs, pass == 1, sticky); !e.empty()) return e;
+      if (std::string e = check(cu_.ctxSynchronize(), "running the kernels", sticky); !e.empty()) return e;
+      std::string& got = pass == 0 ? first : second;
+      for (size_t i = 0; i < c.buffers.size(); ++i) {
+        const BundleBuffer& b = c.buffers[i];
+        if (b.role != BundleBuffer::Role::Out) continue;
+        size_t at = got.size();
+        got.resize(at + static_cast<size_t>(b.bytes));
+        if (b.bytes > 0)
+          if (std::string e = check(cu_.memcpyDtoH(&got[at], bufs.ptrs[i], static_cast<size_t>(b.bytes)), "reading back",
+                                    sticky);
+              !e.empty())
+            return e;
+      }
+    }
+    if (first != second) return "the outputs differ between a full grid and 3 blocks of 96 threads";
+    *outputs = std::move(first);
+    return "";
+  }
+
+  std::string fill(const BundleCase& c, const DeviceBuffers& bufs, bool* sticky) {
+    for (size_t i = 0; i < c.buffers.size(); ++i) {
+      const BundleBuffer& b = c.buffers[i];
+      if (b.bytes == 0) continue;
+      auto bytes = static_cast<size_t>(b.bytes);
+      CuResult r = 0;
+      if (b.role == BundleBuffer::Role::In) {
+        if (b.offset < 0 || static_cast<size_t>(b.offset) + bytes > inputs_.size())
+          return "an input lies past the end of inputs.bin";
+        r = cu_.memcpyHtoD(bufs.ptrs[i], inputs_.data() + b.offset, bytes);
+      } else {
+        r = cu_.memsetD8(bufs.ptrs[i], b.role == BundleBuffer::Role::Out ? 0xA5 : 0xFF, bytes);
+      }
+      if (std::string e = check(r, "filling a buffer", sticky); !e.empty()) return e;
+    }
+    return "";
+  }
+
+  std::string launch(const BundleKernel& k, CuFunction fn, DeviceBuffers& bufs, bool strided, bool* sticky) {
+    if (k.points == 0) return "";
+    std::vector<void*> params;
+    for (CuDevicePtr& p : bufs.ptrs) params.push_back(&p);
+    unsigned threads = strided ? 96 : 256;
+    int64_t blocks = strided ? 3 : (k.points + threads - 1) / threads;
+    if (blocks > 0x7fffffff) blocks = 0x7fffffff;
+    CuResult r = cu_.launchKernel(fn, static_cast<unsigned>(blocks), 1, 1, threads, 1, 1, 0, nullptr, params.data(), nullptr);
+    return check(r, "launching " + k.name, sticky);
+  }
+
+  const CudaDriver& cu_;
+  const std::string& inputs_;
+};
+
+int runBundle(const Gpu& gpu, const std::filesystem::path& bundle, const std::filesystem::path& results) {
+  std::vector<BundleCase> cases;
+  if (std::string e = readManifest((bundle / "manifest.txt").string(), &cases); !e.empty()) {
+    std::fprintf(stderr, "ptx_run: %s\n", e.c_str());
+    return 2;
+  }
+  bool ok = false;
+  const std::string inputs = readFile(bundle / "inputs.bin", &ok);
+  if (!ok) {
+    std::fprintf(stderr, "ptx_run: cannot read %s\n", (bundle / "inputs.bin").c_str());
+    return 2;
+  }
+  std::filesystem::create_directories(results);
+  CaseRunner runner(*gpu.cu, inputs);
+  std::vector<CaseResult> out;
+  std::ofstream data;
+  std::string data_name;
+  int64_t data_bytes = 0, files = 0, failed = 0;
+  bool sticky = false;
+  for (const BundleCase& c : cases) {
+    CaseResult r;
+    r.id = c.id;
+    std::string outputs;
+    if (sticky) {
+      r.error = "not run: the context was lost in an earlier case";
+    } else {
+      std::string ptx = readFile(bundle / c.ptx_file, &ok);
+      r.error = ok ? runner.run(c, ptx, &outputs, &sticky) : "cannot read " + c.ptx_file;
+    }
+    r.ok = r.error.empty();
+    if (r.ok) {
+      if (data_name.empty() || data_bytes + static_cast<int64_t>(outputs.size()) > kOutputFileBytes) {
+        data.close();
+        data_name = "outputs-" + std::to_string(files++) + ".bin";
+        data.open(results / data_name, std::ios::binary);
+        data_bytes = 0;
+      }
+      r.file = data_name;
+      r.offset = data_bytes;
+      r.bytes = static_cast<int64_t>(outputs.size());
+      data.write(outputs.data(), static_cast<std::streamsize>(outputs.size()));
+      data_bytes += r.bytes;
+    } else {
+      ++failed;
+      std::fprintf(stderr, "ptx_run: case %s: %s\n", c.id.c_str(), r.error.c_str());
+    }
+    out.push_back(r);
+  }
+  data.close();
+  if (std::string e = writeResults((results / "results.txt").string(), gpu.name, out); !e.empty()) {
+    std::fprintf(stderr, "ptx_run: %s\n", e.c_str());
+    return 2;
+  }
+  std::printf("ptx_run: %zu cases on %s, %lld failed, outputs in %lld file(s)\n", cases.size(), gpu.name.c_str(),
+              static_cast<long long>(failed), static_cast<long long>(files));
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace dtl::ptxrun
+
+int main(int argc, char** argv) {
+  using namespace dtl::ptxrun;
+  bool probe = argc == 2 && std::strcmp(argv[1], "--probe") == 0;
+  if (!probe && argc != 3) {
+    std::fprintf(stderr, "usage: ptx_run --probe | ptx_run BUNDLE RESULTS\n");
+    return 2;
+  }
+  Gpu gpu;
+  if (std::string why = openGpu(&gpu); !why.empty()) {
+    std::printf("ptx_run: no GPU to run kernels on: %s\n", why.c_str());
+    return kNoGpu;
+  }
+  if (probe) {
+    std::printf("ptx_run: %s\n", gpu.name.c_str());
+    return 0;
+  }
+  return runBundle(gpu, argv[1], argv[2]);
+}
