@@ -14,6 +14,7 @@
 //   ptx_check jit BUNDLE RESULTS       the x86 JIT's outputs as results: checks the checker
 //
 // The cases are a fixed function of this file, so `compare` rebuilds them.
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -29,6 +30,8 @@
 #include "compiler/driver/frontend.h"
 #include "compiler/program/plan_program.h"
 #include "core/hash.h"
+#include "compiler/codegen/emit_update.h"
+#include "tests/gpu/update_cases.h"
 #include "tests/support/random_region.h"
 #include "tests/support/region_oracle.h"
 #include "tools/ptx_run/bundle.h"
@@ -117,6 +120,40 @@ std::string addModule(const Region& r, const std::string& id, const std::vector<
   return "";
 }
 
+int64_t appendFloats(const std::vector<float>& v, std::ofstream& input_file, int64_t* input_bytes) {
+  if (v.empty()) return -1;
+  const int64_t at = *input_bytes;
+  input_file.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+  *input_bytes += static_cast<int64_t>(v.size() * sizeof(float));
+  return at;
+}
+
+std::string addUpdate(const UpdateCase& u, const std::string& id, const fs::path& dir, std::ofstream& input_file,
+                      int64_t* input_bytes, std::vector<BundleCase>* out) {
+  std::string ptx, error;
+  if (!updatePtx(u.variant, &ptx, &error)) return id + " (" + u.name + "): " + error;
+  BundleCase c;
+  c.kind = BundleCase::Kind::Update;
+  c.id = id;
+  c.ptx_file = id + ".ptx";
+  c.symbol = updateSymbol(u.variant);
+  std::ofstream(dir / c.ptx_file) << ptx;
+  c.scalar_count = optim_step::kMaxScalars;
+  c.scalars = appendFloats(std::vector<float>(u.scalars.v, u.scalars.v + optim_step::kMaxScalars), input_file, input_bytes);
+  for (const UpdateChunk& k : u.in) {
+    ptxrun::BundleChunk row;
+    row.n = static_cast<int64_t>(k.param.size());
+    // a zero-length row still needs param and grad pointers: one float of each
+    row.param = appendFloats(k.param.empty() ? std::vector<float>{0} : k.param, input_file, input_bytes);
+    row.grad = appendFloats(k.grad.empty() ? std::vector<float>{0} : k.grad, input_file, input_bytes);
+    row.a = appendFloats(k.a, input_file, input_bytes);
+    row.b = appendFloats(k.b, input_file, input_bytes);
+    c.chunks.push_back(row);
+  }
+  out->push_back(c);
+  return "";
+}
+
 int write(const fs::path& dir) {
   fs::create_directories(dir);
   std::ofstream input_file(dir / "inputs.bin", std::ios::binary);
@@ -134,12 +171,20 @@ int write(const fs::path& dir) {
       return 1;
     }
   }
+  const std::vector<UpdateCase> updates = updateCases();
+  for (size_t k = 0; k < updates.size(); ++k)
+    if (std::string error = addUpdate(updates[k], "u" + std::to_string(k), dir, input_file, &input_bytes, &modules);
+        !error.empty()) {
+      std::fprintf(stderr, "ptx_check: %s\n", error.c_str());
+      return 1;
+    }
   input_file.close();
   if (std::string e = ptxrun::writeManifest((dir / "manifest.txt").string(), modules); !e.empty()) {
     std::fprintf(stderr, "ptx_check: %s\n", e.c_str());
     return 1;
   }
-  std::printf("ptx_check: %zu cases, %zu modules, %.1f MB of inputs in %s\n", cases.size(), modules.size(),
+  std::printf("ptx_check: %zu region cases and %zu updates, %zu modules, %.1f MB of inputs in %s\n", cases.size(),
+              updates.size(), modules.size(),
               static_cast<double>(input_bytes) / 1e6, dir.c_str());
   return 0;
 }
@@ -171,6 +216,17 @@ class GpuOutputs {
   }
   const std::string& device() const { return device_; }
 
+  // A module's output bytes as ptx_run wrote them; null with *error set when it failed.
+  const std::string* raw(const std::string& id, std::string* error) const {
+    if (auto e = errors_.find(id); e != errors_.end()) {
+      *error = "on the GPU: " + e->second;
+      return nullptr;
+    }
+    auto b = bytes_.find(id);
+    if (b == bytes_.end()) *error = "no GPU results for " + id;
+    return b == bytes_.end() ? nullptr : &b->second;
+  }
+
   // The runner for case k: the probe's outputs or the plain region's.
   RegionRunner runner(size_t k, uint64_t probe_hash) const {
     return [this, k, probe_hash](const Region& r, const std::vector<Values>&, Stats*, std::string* error) {
@@ -181,22 +237,15 @@ class GpuOutputs {
 
  private:
   std::vector<Values> outputs(const Region& r, const std::string& id, std::string* error) const {
-    if (auto e = errors_.find(id); e != errors_.end()) {
-      *error = "on the GPU: " + e->second;
-      return {};
-    }
-    auto b = bytes_.find(id);
-    if (b == bytes_.end()) {
-      *error = "no GPU results for " + id;
-      return {};
-    }
+    const std::string* bytes = raw(id, error);
+    if (!bytes) return {};
     const KernelPlan plan = planKernel(r);
     std::vector<Values> out;
     size_t at = 0;
     for (int o = 0; o < plan.outputs; ++o) {
       const PlanBuffer& pb = plan.buffers[static_cast<size_t>(plan.inputs + o)];
       Values v(static_cast<size_t>(pb.elements()));
-      const char* src = b->second.data() + at;
+      const char* src = bytes->data() + at;
       if (pb.dtype == DType::Bool)
         for (size_t e = 0; e < v.size(); ++e) v[e] = static_cast<float>(static_cast<uint8_t>(src[e]));
       else
@@ -250,8 +299,54 @@ int jitResults(const fs::path& bundle, const fs::path& results) {
       out.push_back(res);
     }
   }
+  const std::vector<UpdateCase> updates = updateCases();
+  for (size_t k = 0; k < updates.size(); ++k) {
+    ptxrun::CaseResult res;
+    res.id = "u" + std::to_string(k);
+    res.file = "outputs-0.bin";
+    res.offset = at;
+    std::unique_ptr<UpdateKernel> kernel = compileUpdateX86(updates[k].variant, &res.error);
+    res.ok = kernel != nullptr;
+    std::vector<UpdateChunk> chunks = updates[k].in;
+    std::vector<optim_step::Chunk> table;
+    for (UpdateChunk& c : chunks)
+      table.push_back({c.param.data(), c.grad.data(), c.a.empty() ? nullptr : c.a.data(),
+                       c.b.empty() ? nullptr : c.b.data(), static_cast<int64_t>(c.param.size())});
+    if (kernel) kernel->run(table.data(), 0, static_cast<int64_t>(table.size()), updates[k].scalars);
+    for (const UpdateChunk& c : chunks)
+      for (const std::vector<float>* v : {&c.param, &c.a, &c.b}) {
+        data.write(reinterpret_cast<const char*>(v->data()), static_cast<std::streamsize>(v->size() * sizeof(float)));
+        at += static_cast<int64_t>(v->size() * sizeof(float));
+      }
+    res.bytes = at - res.offset;
+    out.push_back(res);
+  }
   data.close();
   return ptxrun::writeResults((results / "results.txt").string(), "the x86 JIT (ptx_check jit)", out).empty() ? 0 : 1;
+}
+
+// The GPU's update against `fast`'s loop: bit for bit, any NaN for a NaN
+// (which operand's payload an instruction keeps is the compiler's choice).
+// "" or the first difference.
+std::string compareUpdate(const UpdateCase& u, const std::string& bytes) {
+  size_t at = 0;
+  for (size_t k = 0; k < u.want.size(); ++k) {
+    const UpdateChunk& w = u.want[k];
+    for (const auto& [what, v] : {std::pair{"param", &w.param}, {"a", &w.a}, {"b", &w.b}}) {
+      if (at + v->size() * 4 > bytes.size()) return "fewer outputs than the table holds";
+      for (size_t i = 0; i < v->size(); ++i, at += 4) {
+        float got;
+        std::memcpy(&got, bytes.data() + at, 4);
+        const float want = (*v)[i];
+        if (std::memcmp(&got, &want, 4) == 0 || (std::isnan(got) && std::isnan(want))) continue;
+        char line[200];
+        std::snprintf(line, sizeof line, "chunk %zu %s[%zu]: %.9g on the GPU, %.9g by fast's loop", k, what, i,
+                      static_cast<double>(got), static_cast<double>(want));
+        return line;
+      }
+    }
+  }
+  return at == bytes.size() ? "" : "more outputs than the table holds";
 }
 
 int compare(const fs::path& bundle, const fs::path& results) {
@@ -272,8 +367,20 @@ int compare(const fs::path& bundle, const fs::path& results) {
     if (++failed <= 10) std::printf("case %zu: %s\n", k, report.c_str());
   }
   std::printf("%s", formatStats(stats).c_str());
-  std::printf("ptx_check: %zu cases run on %s: %d with problems\n", cases.size(), gpu.device().c_str(), failed);
-  return failed ? 1 : 0;
+  std::printf("ptx_check: %zu region cases run on %s: %d with problems\n", cases.size(), gpu.device().c_str(), failed);
+  const std::vector<UpdateCase> updates = updateCases();
+  int unequal = 0;
+  int64_t elements = 0;
+  for (size_t k = 0; k < updates.size(); ++k) {
+    std::string error;
+    const std::string* bytes = gpu.raw("u" + std::to_string(k), &error);
+    if (bytes) error = compareUpdate(updates[k], *bytes);
+    for (const UpdateChunk& c : updates[k].want) elements += static_cast<int64_t>(c.param.size());
+    if (!error.empty() && ++unequal <= 10) std::printf("update u%zu (%s): %s\n", k, updates[k].name.c_str(), error.c_str());
+  }
+  std::printf("ptx_check: %zu optimiser updates (%lld elements) on %s: %d not bitwise fast's\n", updates.size(),
+              static_cast<long long>(elements), gpu.device().c_str(), unequal);
+  return failed || unequal ? 1 : 0;
 }
 
 }  // namespace

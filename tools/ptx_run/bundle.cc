@@ -9,6 +9,7 @@ int64_t BundleCase::outputBytes() const {
   int64_t total = 0;
   for (const BundleBuffer& b : buffers)
     if (b.role == BundleBuffer::Role::Out) total += b.bytes;
+  for (const BundleChunk& c : chunks) total += c.n * 4 * (1 + (c.a >= 0) + (c.b >= 0));
   return total;
 }
 
@@ -34,6 +35,13 @@ std::string writeManifest(const std::string& path, const std::vector<BundleCase>
   std::ofstream out(path);
   out << "dtl-ptx-bundle 1\n";
   for (const BundleCase& c : cases) {
+    if (c.kind == BundleCase::Kind::Update) {
+      out << "update " << c.id << " " << c.ptx_file << " " << c.symbol << " " << c.scalars << " " << c.scalar_count
+          << "\n";
+      for (const BundleChunk& k : c.chunks)
+        out << "chunk " << k.n << " " << k.param << " " << k.grad << " " << k.a << " " << k.b << "\n";
+      continue;
+    }
     out << "case " << c.id << " " << c.ptx_file << "\n";
     for (const BundleKernel& k : c.kernels) out << "kernel " << k.name << " " << k.points << "\n";
     for (const BundleBuffer& b : c.buffers) {
@@ -62,7 +70,23 @@ std::string readManifest(const std::string& path, std::vector<BundleCase>* cases
       BundleCase c;
       if (!(fields >> c.id >> c.ptx_file)) return located(path, n, "expected: case ID FILE");
       cases->push_back(c);
+    } else if (word == "update") {
+      BundleCase c;
+      c.kind = BundleCase::Kind::Update;
+      if (!(fields >> c.id >> c.ptx_file >> c.symbol >> c.scalars >> c.scalar_count) || c.scalars < 0 ||
+          c.scalar_count < 0)
+        return located(path, n, "expected: update ID FILE SYMBOL OFFSET COUNT");
+      cases->push_back(c);
+    } else if (word == "chunk") {
+      if (cases->empty() || cases->back().kind != BundleCase::Kind::Update)
+        return located(path, n, "a chunk belongs to an update");
+      BundleChunk k;
+      if (!(fields >> k.n >> k.param >> k.grad >> k.a >> k.b) || k.n < 0 || k.param < 0 || k.grad < 0)
+        return located(path, n, "expected: chunk N PARAM GRAD A B");
+      cases->back().chunks.push_back(k);
     } else if (word == "kernel" || word == "buffer") {
+      if (!cases->empty() && cases->back().kind == BundleCase::Kind::Update)
+        return located(path, n, word + " inside an update");
       if (cases->empty()) return located(path, n, word + " before any case");
       BundleCase& c = cases->back();
       if (word == "kernel") {

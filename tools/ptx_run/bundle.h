@@ -10,6 +10,11 @@
 //   buffer in BYTES OFFSET    in argument order; an input's bytes at OFFSET of inputs.bin
 //   buffer out BYTES          an output: read back
 //   buffer scratch BYTES
+//   update ID FILE.ptx SYMBOL OFFSET COUNT
+//                             a multi-tensor optimiser update (emit_update.h):
+//                             SYMBOL(table, chunks, scalars), COUNT f32 scalars at OFFSET
+//   chunk N PARAM GRAD A B    a table row: offsets of its n-element vectors in inputs.bin, -1 for none
+//                             (its outputs: param, then a and b where present)
 // RESULTS/results.txt:
 //   dtl-ptx-results 1
 //   device NAME...
@@ -35,10 +40,22 @@ struct BundleBuffer {
   int64_t offset = 0;  // an input's, in inputs.bin
 };
 
+struct BundleChunk {
+  int64_t n = 0;
+  int64_t param = -1, grad = -1, a = -1, b = -1;  // offsets in inputs.bin; -1: none
+};
+
 struct BundleCase {
+  enum class Kind { Region, Update };
+  Kind kind = Kind::Region;
   std::string id, ptx_file;
+  // a region's kernels and buffers
   std::vector<BundleKernel> kernels;
   std::vector<BundleBuffer> buffers;
+  // an update's kernel, scalars and table
+  std::string symbol;
+  int64_t scalars = 0, scalar_count = 0;
+  std::vector<BundleChunk> chunks;
   int64_t outputBytes() const;
 };
 

@@ -8,6 +8,7 @@
 //
 //   ptx_run --probe            exit 0 when a GPU can run kernels, 77 (skip) when not
 //   ptx_run BUNDLE RESULTS     exit 0, 1 when a case failed, 77 without a GPU, 2 on bad use
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -75,7 +76,8 @@ class CaseRunner {
   std::string run(const BundleCase& c, const std::string& ptx, std::string* outputs, bool* sticky) {
     CuModule module = nullptr;
     if (CuResult r = cu_.moduleLoadData(&module, ptx.c_str())) return "loading the PTX: " + cu_.describe(r);
-    std::string error = runLoaded(c, module, outputs, sticky);
+    std::string error = c.kind == BundleCase::Kind::Update ? runUpdate(c, module, outputs, sticky)
+                                                          : runLoaded(c, module, outputs, sticky);
     cu_.moduleUnload(module);
     return error;
   }
@@ -124,6 +126,86 @@ class CaseRunner {
       }
     }
     if (first != second) return "the outputs differ between a full grid and 3 blocks of 96 threads";
+    *outputs = std::move(first);
+    return "";
+  }
+
+  // emit_update.h's kernel: SYMBOL(table, chunks, scalars), the table rows
+  // optim_step::Chunk's layout { param, grad, a, b, n } with device pointers.
+  struct TableRow {
+    CuDevicePtr param, grad, a, b;
+    int64_t n;
+  };
+  static_assert(sizeof(TableRow) == 40, "optim_step::Chunk");
+
+  std::string runUpdate(const BundleCase& c, CuModule module, std::string* outputs, bool* sticky) {
+    CuFunction fn = nullptr;
+    if (CuResult r = cu_.moduleGetFunction(&fn, module, c.symbol.c_str())) return "kernel " + c.symbol + ": " + cu_.describe(r);
+    DeviceBuffers bufs(cu_);
+    auto alloc = [&](int64_t bytes, CuDevicePtr* p) {
+      std::string e = check(cu_.memAlloc(p, static_cast<size_t>(bytes > 0 ? bytes : 4)), "cuMemAlloc", sticky);
+      if (e.empty()) bufs.ptrs.push_back(*p);
+      return e;
+    };
+    std::vector<TableRow> rows;
+    std::vector<std::pair<CuDevicePtr, int64_t>> uploads;  // each device vector and its offset in inputs.bin
+    for (const BundleChunk& k : c.chunks) {
+      TableRow row{0, 0, 0, 0, k.n};
+      for (auto [offset, slot] : {std::pair{k.param, &row.param}, {k.grad, &row.grad}, {k.a, &row.a}, {k.b, &row.b}}) {
+        if (offset < 0) continue;
+        if (static_cast<size_t>(offset) + static_cast<size_t>(k.n) * 4 > inputs_.size())
+          return "a chunk lies past the end of inputs.bin";
+        if (std::string e = alloc(k.n * 4, slot); !e.empty()) return e;
+        uploads.push_back({*slot, offset});
+      }
+      rows.push_back(row);
+    }
+    CuDevicePtr table = 0, scalars = 0;
+    if (std::string e = alloc(static_cast<int64_t>(rows.size() * sizeof(TableRow)), &table); !e.empty()) return e;
+    if (std::string e = alloc(c.scalar_count * 4, &scalars); !e.empty()) return e;
+    if (static_cast<size_t>(c.scalars + c.scalar_count * 4) > inputs_.size()) return "the scalars lie past inputs.bin";
+    if (!rows.empty())
+      if (std::string e = check(cu_.memcpyHtoD(table, rows.data(), rows.size() * sizeof(TableRow)), "the table", sticky);
+          !e.empty())
+        return e;
+    if (std::string e = check(cu_.memcpyHtoD(scalars, inputs_.data() + c.scalars, static_cast<size_t>(c.scalar_count) * 4),
+                              "the scalars", sticky);
+        !e.empty())
+      return e;
+    int64_t chunks = static_cast<int64_t>(rows.size());
+    void* params[] = {&table, &chunks, &scalars};
+    std::string first, second;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (size_t u = 0, k = 0; k < rows.size(); ++k)  // every pass from the same inputs
+        for (int v = 0; v < 4 && u < uploads.size(); ++v) {
+          CuDevicePtr slot = v == 0 ? rows[k].param : v == 1 ? rows[k].grad : v == 2 ? rows[k].a : rows[k].b;
+          if (slot == 0) continue;
+          if (rows[k].n > 0)
+            if (std::string e = check(cu_.memcpyHtoD(slot, inputs_.data() + uploads[u].second, static_cast<size_t>(rows[k].n) * 4),
+                                      "a chunk's vector", sticky);
+                !e.empty())
+              return e;
+          ++u;
+        }
+      unsigned threads = pass == 1 ? 96 : 256;
+      unsigned blocks = pass == 1 ? 3 : static_cast<unsigned>(std::max<int64_t>(chunks, 1));
+      if (std::string e = check(cu_.launchKernel(fn, blocks, 1, 1, threads, 1, 1, 0, nullptr, params, nullptr),
+                                "launching " + c.symbol, sticky);
+          !e.empty())
+        return e;
+      if (std::string e = check(cu_.ctxSynchronize(), "running the update", sticky); !e.empty()) return e;
+      std::string& got = pass == 0 ? first : second;
+      for (const TableRow& row : rows)
+        for (CuDevicePtr p : {row.param, row.a, row.b}) {
+          if (p == 0 || row.n == 0) continue;
+          size_t at = got.size();
+          got.resize(at + static_cast<size_t>(row.n) * 4);
+          if (std::string e = check(cu_.memcpyDtoH(&got[at], p, static_cast<size_t>(row.n) * 4), "reading back", sticky);
+              !e.empty())
+            return e;
+        }
+    }
+    if (first != second) return "the outputs differ between one block per chunk and 3 blocks of 96 threads";
     *outputs = std::move(first);
     return "";
   }
