@@ -8,7 +8,7 @@
 // bit. The two steps share only files (tools/ptx_run/bundle.h), so the
 // kernels can run on a machine that has a GPU but no LLVM:
 //
-//   ptx_check write BUNDLE             PTX, kernels, buffers and inputs
+//   ptx_check write BUNDLE [--quick]   PTX, kernels, buffers and inputs (--quick: fewer cases)
 //   ptx_run BUNDLE RESULTS             on the GPU machine
 //   ptx_check compare BUNDLE RESULTS   exit 1 on any problem, printing the first ones
 //   ptx_check jit BUNDLE RESULTS       the x86 JIT's outputs as results: checks the checker
@@ -44,6 +44,9 @@ using ptxrun::BundleBuffer;
 using ptxrun::BundleCase;
 
 constexpr uint64_t kRandomCases = 400, kGradientCases = 150;
+// `write --quick` (a file `quick` in the bundle says so to jit and compare):
+// a tenth of the random cases and the MLP sample alone, for the self-test.
+constexpr uint64_t kQuickRandomCases = 40, kQuickGradientCases = 15;
 
 // The samples whose regions are small enough to carry with their inputs
 // (GPT-2's, at seq 1024 x 768, are assembled by fuse_regions_test instead).
@@ -75,14 +78,15 @@ std::vector<Values> inputsFor(const Region& r, std::mt19937_64& rng, double spec
   return inputs;
 }
 
-std::vector<RandomCase> gpuCases() {
+std::vector<RandomCase> gpuCases(bool quick) {
   std::vector<RandomCase> cases;
   std::mt19937_64 rng(7);
   for (const Region& r : opClassRegions()) cases.push_back({r, inputsFor(r, rng, 0.08)});
-  for (uint64_t seed = 1; seed <= kRandomCases; ++seed) cases.push_back(randomCase(seed));
-  for (uint64_t seed = 1; seed <= kGradientCases; ++seed) cases.push_back(randomGradientCase(seed));
+  for (uint64_t seed = 1; seed <= (quick ? kQuickRandomCases : kRandomCases); ++seed) cases.push_back(randomCase(seed));
+  for (uint64_t seed = 1; seed <= (quick ? kQuickGradientCases : kGradientCases); ++seed)
+    cases.push_back(randomGradientCase(seed));
   std::set<uint64_t> seen;
-  for (const auto& [file, sets] : kSamples)
+  for (const auto& [file, sets] : quick ? decltype(kSamples){kSamples[0]} : kSamples)
     for (const Region& r : sampleRegions(file, sets))
       if (seen.insert(regionHash(r)).second) cases.push_back({r, inputsFor(r, rng, 0.02)});
   return cases;
@@ -154,12 +158,14 @@ std::string addUpdate(const UpdateCase& u, const std::string& id, const fs::path
   return "";
 }
 
-int write(const fs::path& dir) {
+int write(const fs::path& dir, bool quick) {
   fs::create_directories(dir);
+  fs::remove(dir / "quick");
+  if (quick) std::ofstream(dir / "quick") << "a tenth of the random cases, the MLP sample alone\n";
   std::ofstream input_file(dir / "inputs.bin", std::ios::binary);
   int64_t input_bytes = 0;
   std::vector<BundleCase> modules;
-  const std::vector<RandomCase> cases = gpuCases();
+  const std::vector<RandomCase> cases = gpuCases(quick);
   for (size_t k = 0; k < cases.size(); ++k) {
     const Region& r = cases[k].region;
     const Region probe = probeOf(r);
@@ -269,7 +275,7 @@ int jitResults(const fs::path& bundle, const fs::path& results) {
   std::ofstream data(results / "outputs-0.bin", std::ios::binary);
   std::vector<ptxrun::CaseResult> out;
   int64_t at = 0;
-  const std::vector<RandomCase> cases = gpuCases();
+  const std::vector<RandomCase> cases = gpuCases(fs::exists(bundle / "quick"));
   for (size_t k = 0; k < cases.size(); ++k) {
     const Region probe = probeOf(cases[k].region);
     for (bool is_probe : {true, false}) {
@@ -355,7 +361,7 @@ int compare(const fs::path& bundle, const fs::path& results) {
     std::fprintf(stderr, "ptx_check: %s\n", e.c_str());
     return 2;
   }
-  const std::vector<RandomCase> cases = gpuCases();
+  const std::vector<RandomCase> cases = gpuCases(fs::exists(bundle / "quick"));
   Stats stats;
   int failed = 0;
   for (size_t k = 0; k < cases.size(); ++k) {
@@ -388,9 +394,12 @@ int compare(const fs::path& bundle, const fs::path& results) {
 
 int main(int argc, char** argv) {
   namespace t = dtl::codegen::testing;
-  if (argc == 3 && std::strcmp(argv[1], "write") == 0) return t::write(argv[2]);
+  if (argc == 3 && std::strcmp(argv[1], "write") == 0) return t::write(argv[2], false);
+  if (argc == 4 && std::strcmp(argv[1], "write") == 0 && std::strcmp(argv[3], "--quick") == 0)
+    return t::write(argv[2], true);
   if (argc == 4 && std::strcmp(argv[1], "compare") == 0) return t::compare(argv[2], argv[3]);
   if (argc == 4 && std::strcmp(argv[1], "jit") == 0) return t::jitResults(argv[2], argv[3]);
-  std::fprintf(stderr, "usage: ptx_check write BUNDLE | ptx_check compare BUNDLE RESULTS | ptx_check jit BUNDLE RESULTS\n");
+  std::fprintf(stderr,
+               "usage: ptx_check write BUNDLE [--quick] | ptx_check compare BUNDLE RESULTS | ptx_check jit BUNDLE RESULTS\n");
   return 2;
 }
