@@ -12,6 +12,7 @@
 //   ptx_run BUNDLE RESULTS             on the GPU machine
 //   ptx_check compare BUNDLE RESULTS   exit 1 on any problem, printing the first ones
 //   ptx_check jit BUNDLE RESULTS       the x86 JIT's outputs as results: checks the checker
+//   ptx_check write-timing BUNDLE      GPT-2 small's regions for `ptx_run --time` (no check)
 //
 // The cases are a fixed function of this file, so `compare` rebuilds them.
 #include <cmath>
@@ -192,6 +193,45 @@ int write(const fs::path& dir, bool quick) {
   std::printf("ptx_check: %zu region cases and %zu updates, %zu modules, %.1f MB of inputs in %s\n", cases.size(),
               updates.size(), modules.size(),
               static_cast<double>(input_bytes) / 1e6, dir.c_str());
+  return 0;
+}
+
+// `write-timing DIR`: GPT-2 small's one-rank regions (batch 4, seq 1024; tp
+// and pp 1), each once, inputs filled on the device: for `ptx_run --time`.
+int writeTiming(const fs::path& dir) {
+  fs::create_directories(dir);
+  std::ofstream(dir / "inputs.bin", std::ios::binary).close();
+  std::vector<BundleCase> modules;
+  std::set<uint64_t> seen;
+  for (const Region& r : sampleRegions("gpt2_small.dtl", {"parallel.mesh.tp=1", "parallel.mesh.pp=1"})) {
+    if (!seen.insert(regionHash(r)).second) continue;
+    PtxModule m;
+    std::string error;
+    if (!compilePtx(r, &m, &error)) {
+      std::fprintf(stderr, "ptx_check: %s: %s\n", r.name().c_str(), error.c_str());
+      return 1;
+    }
+    BundleCase c;
+    c.id = "g" + std::to_string(modules.size());
+    c.ptx_file = c.id + ".ptx";
+    std::ofstream(dir / c.ptx_file) << m.ptx;
+    for (const PtxKernel& k : m.kernels) c.kernels.push_back({k.name, k.points});
+    for (const PlanBuffer& pb : m.plan.buffers) {
+      BundleBuffer b;
+      b.bytes = pb.bytes();
+      b.offset = -1;
+      b.role = pb.role == PlanBuffer::Role::Input    ? BundleBuffer::Role::In
+               : pb.role == PlanBuffer::Role::Output ? BundleBuffer::Role::Out
+                                                     : BundleBuffer::Role::Scratch;
+      c.buffers.push_back(b);
+    }
+    modules.push_back(c);
+    std::printf("%s %s\n", c.id.c_str(), r.name().c_str());
+  }
+  if (std::string e = ptxrun::writeManifest((dir / "manifest.txt").string(), modules); !e.empty()) {
+    std::fprintf(stderr, "ptx_check: %s\n", e.c_str());
+    return 1;
+  }
   return 0;
 }
 
@@ -399,7 +439,9 @@ int main(int argc, char** argv) {
     return t::write(argv[2], true);
   if (argc == 4 && std::strcmp(argv[1], "compare") == 0) return t::compare(argv[2], argv[3]);
   if (argc == 4 && std::strcmp(argv[1], "jit") == 0) return t::jitResults(argv[2], argv[3]);
+  if (argc == 3 && std::strcmp(argv[1], "write-timing") == 0) return t::writeTiming(argv[2]);
   std::fprintf(stderr,
-               "usage: ptx_check write BUNDLE [--quick] | ptx_check compare BUNDLE RESULTS | ptx_check jit BUNDLE RESULTS\n");
+               "usage: ptx_check write BUNDLE [--quick] | ptx_check compare BUNDLE RESULTS | ptx_check jit BUNDLE RESULTS"
+               " | ptx_check write-timing BUNDLE\n");
   return 2;
 }

@@ -8,6 +8,7 @@
 //   case ID FILE.ptx          a module; its kernels and buffers follow
 //   kernel NAME POINTS        launch order; every kernel takes every buffer
 //   buffer in BYTES OFFSET    in argument order; an input's bytes at OFFSET of inputs.bin
+//                             (-1: every f32 0.5, set on the device: a timing bundle's)
 //   buffer out BYTES          an output: read back
 //   buffer scratch BYTES
 //   update ID FILE.ptx SYMBOL OFFSET COUNT
@@ -37,7 +38,7 @@ struct BundleBuffer {
   enum class Role { In, Out, Scratch };
   Role role = Role::In;
   int64_t bytes = 0;
-  int64_t offset = 0;  // an input's, in inputs.bin
+  int64_t offset = 0;  // an input's, in inputs.bin; -1: filled on the device
 };
 
 struct BundleChunk {

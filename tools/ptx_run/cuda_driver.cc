@@ -23,6 +23,7 @@ bool bindAll(void* lib, CudaDriver* d, std::string* why) {
          bind(lib, "cuModuleGetFunction", &d->moduleGetFunction, why) && bind(lib, "cuMemAlloc_v2", &d->memAlloc, why) &&
          bind(lib, "cuMemFree_v2", &d->memFree, why) && bind(lib, "cuMemcpyHtoD_v2", &d->memcpyHtoD, why) &&
          bind(lib, "cuMemcpyDtoH_v2", &d->memcpyDtoH, why) && bind(lib, "cuMemsetD8_v2", &d->memsetD8, why) &&
+         bind(lib, "cuMemsetD32_v2", &d->memsetD32, why) &&
          bind(lib, "cuLaunchKernel", &d->launchKernel, why) && bind(lib, "cuGetErrorString", &d->getErrorString, why);
 }
 

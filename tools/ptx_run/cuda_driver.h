@@ -38,6 +38,7 @@ struct CudaDriver {
   CuResult (*memcpyHtoD)(CuDevicePtr dst, const void* src, size_t bytes);
   CuResult (*memcpyDtoH)(void* dst, CuDevicePtr src, size_t bytes);
   CuResult (*memsetD8)(CuDevicePtr dst, unsigned char value, size_t bytes);
+  CuResult (*memsetD32)(CuDevicePtr dst, unsigned value, size_t words);
   CuResult (*launchKernel)(CuFunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                            unsigned shared_bytes, CuStream stream, void** params, void** extra);
   CuResult (*getErrorString)(CuResult result, const char** text);

@@ -8,7 +8,9 @@
 //
 //   ptx_run --probe            exit 0 when a GPU can run kernels, 77 (skip) when not
 //   ptx_run BUNDLE RESULTS     exit 0, 1 when a case failed, 77 without a GPU, 2 on bad use
+//   ptx_run --time BUNDLE RESULTS   each region module's time and bytes/s (timeBundle)
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -72,6 +74,16 @@ class CaseRunner {
  public:
   CaseRunner(const CudaDriver& cu, const std::string& inputs) : cu_(cu), inputs_(inputs) {}
 
+  // A region module's kernels launched `repeats` times after one warm-up,
+  // one thread per point: *ms the mean wall time of one launch of them all.
+  std::string time(const BundleCase& c, const std::string& ptx, int repeats, double* ms, bool* sticky) {
+    CuModule module = nullptr;
+    if (CuResult r = cu_.moduleLoadData(&module, ptx.c_str())) return "loading the PTX: " + cu_.describe(r);
+    std::string error = timeLoaded(c, module, repeats, ms, sticky);
+    cu_.moduleUnload(module);
+    return error;
+  }
+
   // "" with the outputs, or what failed; *sticky when the context is lost.
   std::string run(const BundleCase& c, const std::string& ptx, std::string* outputs, bool* sticky) {
     CuModule module = nullptr;
@@ -90,22 +102,48 @@ class CaseRunner {
     return what + ": " + cu_.describe(r);
   }
 
-  std::string runLoaded(const BundleCase& c, CuModule module, std::string* outputs, bool* sticky) {
-    std::vector<CuFunction> fns;
+  std::string prepare(const BundleCase& c, CuModule module, std::vector<CuFunction>* fns, DeviceBuffers* bufs,
+                      bool* sticky) {
     for (const BundleKernel& k : c.kernels) {
       CuFunction fn = nullptr;
       if (CuResult r = cu_.moduleGetFunction(&fn, module, k.name.c_str()))
         return "kernel " + k.name + ": " + cu_.describe(r);
-      fns.push_back(fn);
+      fns->push_back(fn);
     }
-    DeviceBuffers bufs(cu_);
     for (const BundleBuffer& b : c.buffers) {
       CuDevicePtr p = 0;
       if (std::string e = check(cu_.memAlloc(&p, static_cast<size_t>(b.bytes > 0 ? b.bytes : 4)), "cuMemAlloc", sticky);
           !e.empty())
         return e;
-      bufs.ptrs.push_back(p);
+      bufs->ptrs.push_back(p);
     }
+    return "";
+  }
+
+  std::string timeLoaded(const BundleCase& c, CuModule module, int repeats, double* ms, bool* sticky) {
+    std::vector<CuFunction> fns;
+    DeviceBuffers bufs(cu_);
+    if (std::string e = prepare(c, module, &fns, &bufs, sticky); !e.empty()) return e;
+    if (std::string e = fill(c, bufs, sticky); !e.empty()) return e;
+    auto all = [&]() -> std::string {
+      for (size_t k = 0; k < fns.size(); ++k)
+        if (std::string e = launch(c.kernels[k], fns[k], bufs, false, sticky); !e.empty()) return e;
+      return "";
+    };
+    if (std::string e = all(); !e.empty()) return e;
+    if (std::string e = check(cu_.ctxSynchronize(), "the warm-up", sticky); !e.empty()) return e;
+    auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < repeats; ++i)
+      if (std::string e = all(); !e.empty()) return e;
+    if (std::string e = check(cu_.ctxSynchronize(), "the timed launches", sticky); !e.empty()) return e;
+    *ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / repeats;
+    return "";
+  }
+
+  std::string runLoaded(const BundleCase& c, CuModule module, std::string* outputs, bool* sticky) {
+    std::vector<CuFunction> fns;
+    DeviceBuffers bufs(cu_);
+    if (std::string e = prepare(c, module, &fns, &bufs, sticky); !e.empty()) return e;
     std::string first, second;
     for (int pass = 0; pass < 2; ++pass) {
       if (std::string e = fill(c, bufs, sticky); !e.empty()) return e;
@@ -216,9 +254,10 @@ class CaseRunner {
       if (b.bytes == 0) continue;
       auto bytes = static_cast<size_t>(b.bytes);
       CuResult r = 0;
-      if (b.role == BundleBuffer::Role::In) {
-        if (b.offset < 0 || static_cast<size_t>(b.offset) + bytes > inputs_.size())
-          return "an input lies past the end of inputs.bin";
+      if (b.role == BundleBuffer::Role::In && b.offset < 0) {
+        r = cu_.memsetD32(bufs.ptrs[i], 0x3f000000u, bytes / 4);  // 0.5f
+      } else if (b.role == BundleBuffer::Role::In) {
+        if (static_cast<size_t>(b.offset) + bytes > inputs_.size()) return "an input lies past the end of inputs.bin";
         r = cu_.memcpyHtoD(bufs.ptrs[i], inputs_.data() + b.offset, bytes);
       } else {
         r = cu_.memsetD8(bufs.ptrs[i], b.role == BundleBuffer::Role::Out ? 0xA5 : 0xFF, bytes);
@@ -242,6 +281,45 @@ class CaseRunner {
   const CudaDriver& cu_;
   const std::string& inputs_;
 };
+
+// --time: each region module's mean time over 20 launches, and the rate at
+// which it moves its buffers' bytes (each buffer counted once: a floor on
+// its traffic), to RESULTS/timing.txt as `time ID MS BYTES`.
+int timeBundle(const Gpu& gpu, const std::filesystem::path& bundle, const std::filesystem::path& results) {
+  std::vector<BundleCase> cases;
+  if (std::string e = readManifest((bundle / "manifest.txt").string(), &cases); !e.empty()) {
+    std::fprintf(stderr, "ptx_run: %s\n", e.c_str());
+    return 2;
+  }
+  bool ok = false;
+  const std::string inputs = readFile(bundle / "inputs.bin", &ok);
+  std::filesystem::create_directories(results);
+  std::ofstream out(results / "timing.txt");
+  out << "# ptx_run --time on " << gpu.name << ": ID, ms per launch of its kernels (mean of 20), bytes of its buffers\n";
+  CaseRunner runner(*gpu.cu, inputs);
+  double total_ms = 0, total_bytes = 0;
+  int failed = 0;
+  bool sticky = false;
+  for (const BundleCase& c : cases) {
+    if (c.kind != BundleCase::Kind::Region || sticky) continue;
+    const std::string ptx = readFile(bundle / c.ptx_file, &ok);
+    double ms = 0;
+    std::string error = ok ? runner.time(c, ptx, 20, &ms, &sticky) : "cannot read " + c.ptx_file;
+    if (!error.empty()) {
+      ++failed;
+      std::fprintf(stderr, "ptx_run: case %s: %s\n", c.id.c_str(), error.c_str());
+      continue;
+    }
+    int64_t bytes = 0;
+    for (const BundleBuffer& b : c.buffers) bytes += b.bytes;
+    out << "time " << c.id << " " << ms << " " << bytes << "\n";
+    total_ms += ms;
+    total_bytes += static_cast<double>(bytes);
+  }
+  std::printf("ptx_run --time: %.3f ms in all, %.1f MB of buffers, %.0f GB/s, %d failed\n", total_ms, total_bytes / 1e6,
+              total_ms > 0 ? total_bytes / total_ms / 1e6 : 0.0, failed);
+  return failed ? 1 : 0;
+}
 
 int runBundle(const Gpu& gpu, const std::filesystem::path& bundle, const std::filesystem::path& results) {
   std::vector<BundleCase> cases;
@@ -307,8 +385,9 @@ int runBundle(const Gpu& gpu, const std::filesystem::path& bundle, const std::fi
 int main(int argc, char** argv) {
   using namespace dtl::ptxrun;
   bool probe = argc == 2 && std::strcmp(argv[1], "--probe") == 0;
-  if (!probe && argc != 3) {
-    std::fprintf(stderr, "usage: ptx_run --probe | ptx_run BUNDLE RESULTS\n");
+  bool timing = argc == 4 && std::strcmp(argv[1], "--time") == 0;
+  if (!probe && !timing && argc != 3) {
+    std::fprintf(stderr, "usage: ptx_run --probe | ptx_run BUNDLE RESULTS | ptx_run --time BUNDLE RESULTS\n");
     return 2;
   }
   Gpu gpu;
@@ -320,5 +399,5 @@ int main(int argc, char** argv) {
     std::printf("ptx_run: %s\n", gpu.name.c_str());
     return 0;
   }
-  return runBundle(gpu, argv[1], argv[2]);
+  return timing ? timeBundle(gpu, argv[2], argv[3]) : runBundle(gpu, argv[1], argv[2]);
 }
