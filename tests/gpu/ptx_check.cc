@@ -17,21 +17,23 @@
 // The cases are a fixed function of this file, so `compare` rebuilds them.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "compiler/codegen/emit_update.h"
 #include "compiler/codegen/fuse_regions.h"
 #include "compiler/codegen/ptx.h"
 #include "compiler/driver/frontend.h"
 #include "compiler/program/plan_program.h"
-#include "core/hash.h"
-#include "compiler/codegen/emit_update.h"
 #include "tests/gpu/update_cases.h"
 #include "tests/support/random_region.h"
 #include "tests/support/region_oracle.h"
@@ -93,8 +95,8 @@ std::vector<RandomCase> gpuCases(bool quick) {
   return cases;
 }
 
-// The module ids of case k: its probe and, unless the region is its own
-// probe, the region as given.
+// The module ids of case k: its probe and, unless the region computes no
+// node (then it is its own probe), the region as given.
 std::string moduleId(size_t k, bool probe) { return "c" + std::to_string(k) + (probe ? ".probe" : ".plain"); }
 
 std::string addModule(const Region& r, const std::string& id, const std::vector<Values>& inputs, const fs::path& dir,
@@ -294,7 +296,7 @@ class GpuOutputs {
       const char* src = bytes->data() + at;
       if (pb.dtype == DType::Bool)
         for (size_t e = 0; e < v.size(); ++e) v[e] = static_cast<float>(static_cast<uint8_t>(src[e]));
-      else
+      else if (!v.empty())
         std::memcpy(v.data(), src, v.size() * sizeof(float));
       at += static_cast<size_t>(pb.bytes());
       out.push_back(std::move(v));
@@ -309,66 +311,89 @@ class GpuOutputs {
 
 // The x86 JIT's outputs of every module, written as ptx_run writes the
 // GPU's: a check of the checker (its reading, Bool outputs, the probe/plain
-// pairing) on a machine without a GPU.
+// pairing, the updates' layout) on a machine without a GPU.
+class JitResults {
+ public:
+  explicit JitResults(const fs::path& results) : data_(results / "outputs-0.bin", std::ios::binary) {}
+
+  void region(const Region& r, const std::string& id, const std::vector<Values>& inputs) {
+    ptxrun::CaseResult res = begin(id);
+    std::vector<Values> values = jitOutputs(r, inputs, nullptr, &res.error);
+    const KernelPlan plan = planKernel(r);
+    for (size_t o = 0; res.error.empty() && o < values.size(); ++o) {
+      if (plan.buffers[static_cast<size_t>(plan.inputs) + o].dtype == DType::Bool)
+        put(std::string(values[o].begin(), values[o].end()));
+      else
+        put(values[o]);
+    }
+    end(res);
+  }
+
+  void update(const UpdateCase& u, const std::string& id) {
+    ptxrun::CaseResult res = begin(id);
+    std::unique_ptr<UpdateKernel> kernel = compileUpdateX86(u.variant, &res.error);
+    if (kernel) {
+      std::vector<UpdateChunk> chunks = u.in;
+      std::vector<optim_step::Chunk> table;
+      for (UpdateChunk& c : chunks)
+        table.push_back({c.param.data(), c.grad.data(), c.a.empty() ? nullptr : c.a.data(),
+                         c.b.empty() ? nullptr : c.b.data(), static_cast<int64_t>(c.param.size())});
+      kernel->run(table.data(), 0, static_cast<int64_t>(table.size()), u.scalars);
+      for (const UpdateChunk& c : chunks)
+        for (const std::vector<float>* v : {&c.param, &c.a, &c.b}) put(*v);
+    }
+    end(res);
+  }
+
+  std::string close(const fs::path& results) {
+    data_.close();
+    if (data_.fail()) return "cannot write " + (results / "outputs-0.bin").string();
+    return ptxrun::writeResults((results / "results.txt").string(), "the x86 JIT (ptx_check jit)", out_);
+  }
+
+ private:
+  ptxrun::CaseResult begin(const std::string& id) {
+    ptxrun::CaseResult res;
+    res.id = id;
+    res.file = "outputs-0.bin";
+    res.offset = at_;
+    return res;
+  }
+  void put(const std::string& bytes) {
+    data_.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    at_ += static_cast<int64_t>(bytes.size());
+  }
+  void put(const std::vector<float>& v) {
+    data_.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+    at_ += static_cast<int64_t>(v.size() * sizeof(float));
+  }
+  void end(ptxrun::CaseResult& res) {
+    res.ok = res.error.empty();
+    res.bytes = res.ok ? at_ - res.offset : 0;
+    out_.push_back(res);
+  }
+
+  std::ofstream data_;
+  int64_t at_ = 0;
+  std::vector<ptxrun::CaseResult> out_;
+};
+
 int jitResults(const fs::path& bundle, const fs::path& results) {
   fs::create_directories(results);
-  std::ofstream data(results / "outputs-0.bin", std::ios::binary);
-  std::vector<ptxrun::CaseResult> out;
-  int64_t at = 0;
+  JitResults jit(results);
   const std::vector<RandomCase> cases = gpuCases(fs::exists(bundle / "quick"));
   for (size_t k = 0; k < cases.size(); ++k) {
     const Region probe = probeOf(cases[k].region);
-    for (bool is_probe : {true, false}) {
-      if (!is_probe && regionHash(probe) == regionHash(cases[k].region)) continue;
-      const Region& r = is_probe ? probe : cases[k].region;
-      ptxrun::CaseResult res;
-      res.id = moduleId(k, is_probe);
-      std::string error;
-      std::vector<Values> values = jitOutputs(r, cases[k].inputs, nullptr, &error);
-      const KernelPlan plan = planKernel(r);
-      res.ok = error.empty();
-      res.error = error;
-      res.file = "outputs-0.bin";
-      res.offset = at;
-      for (size_t o = 0; res.ok && o < values.size(); ++o) {
-        if (plan.buffers[static_cast<size_t>(plan.inputs) + o].dtype == DType::Bool) {
-          std::string bytes(values[o].begin(), values[o].end());
-          data.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-          at += static_cast<int64_t>(bytes.size());
-        } else {
-          data.write(reinterpret_cast<const char*>(values[o].data()),
-                     static_cast<std::streamsize>(values[o].size() * sizeof(float)));
-          at += static_cast<int64_t>(values[o].size() * sizeof(float));
-        }
-      }
-      res.bytes = at - res.offset;
-      out.push_back(res);
-    }
+    jit.region(probe, moduleId(k, true), cases[k].inputs);
+    if (regionHash(probe) != regionHash(cases[k].region)) jit.region(cases[k].region, moduleId(k, false), cases[k].inputs);
   }
   const std::vector<UpdateCase> updates = updateCases();
-  for (size_t k = 0; k < updates.size(); ++k) {
-    ptxrun::CaseResult res;
-    res.id = "u" + std::to_string(k);
-    res.file = "outputs-0.bin";
-    res.offset = at;
-    std::unique_ptr<UpdateKernel> kernel = compileUpdateX86(updates[k].variant, &res.error);
-    res.ok = kernel != nullptr;
-    std::vector<UpdateChunk> chunks = updates[k].in;
-    std::vector<optim_step::Chunk> table;
-    for (UpdateChunk& c : chunks)
-      table.push_back({c.param.data(), c.grad.data(), c.a.empty() ? nullptr : c.a.data(),
-                       c.b.empty() ? nullptr : c.b.data(), static_cast<int64_t>(c.param.size())});
-    if (kernel) kernel->run(table.data(), 0, static_cast<int64_t>(table.size()), updates[k].scalars);
-    for (const UpdateChunk& c : chunks)
-      for (const std::vector<float>* v : {&c.param, &c.a, &c.b}) {
-        data.write(reinterpret_cast<const char*>(v->data()), static_cast<std::streamsize>(v->size() * sizeof(float)));
-        at += static_cast<int64_t>(v->size() * sizeof(float));
-      }
-    res.bytes = at - res.offset;
-    out.push_back(res);
+  for (size_t k = 0; k < updates.size(); ++k) jit.update(updates[k], "u" + std::to_string(k));
+  if (std::string e = jit.close(results); !e.empty()) {
+    std::fprintf(stderr, "ptx_check: %s\n", e.c_str());
+    return 1;
   }
-  data.close();
-  return ptxrun::writeResults((results / "results.txt").string(), "the x86 JIT (ptx_check jit)", out).empty() ? 0 : 1;
+  return 0;
 }
 
 // The GPU's update against `fast`'s loop: bit for bit, any NaN for a NaN

@@ -196,7 +196,7 @@ ref::Tensor checkNode(const Region& r, int id, const Values& y, const std::vecto
     }
     stats->values += 1;
     if (!ok)
-      problems->add("%" + std::to_string(id) + " (" + op + ") element " + std::to_string(e) + ": jit " +
+      problems->add("%" + std::to_string(id) + " (" + op + ") element " + std::to_string(e) + ": got " +
                     floatText(y[e]) + ", reference " +
                     floatText(n.dtype == DType::Bool ? static_cast<double>(want.i[e]) : want.f[e]) + why);
   }

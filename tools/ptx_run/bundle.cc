@@ -23,6 +23,12 @@ std::string located(const std::string& path, int line, const std::string& what) 
   return path + ":" + std::to_string(line) + ": " + what;
 }
 
+std::string oneLine(std::string text) {
+  for (char& c : text)
+    if (c == '\n' || c == '\r') c = ' ';
+  return text;
+}
+
 std::string rest(std::istringstream& in) {
   std::string text;
   std::getline(in >> std::ws, text);
@@ -99,7 +105,8 @@ std::string readManifest(const std::string& path, std::vector<BundleCase>* cases
       BundleBuffer b;
       if (!(fields >> role >> b.bytes) || b.bytes < 0) return located(path, n, "expected: buffer ROLE BYTES");
       if (role == "in") {
-        if (!(fields >> b.offset)) return located(path, n, "an input buffer needs its offset in inputs.bin");
+        if (!(fields >> b.offset) || b.offset < -1)
+          return located(path, n, "an input buffer needs its offset in inputs.bin (or -1)");
       } else if (role == "out") {
         b.role = BundleBuffer::Role::Out;
       } else if (role == "scratch") {
@@ -122,8 +129,8 @@ std::string writeResults(const std::string& path, const std::string& device, con
     out << "case " << r.id;
     if (r.ok)
       out << " ok " << r.file << " " << r.offset << " " << r.bytes << "\n";
-    else
-      out << " error " << r.error << "\n";
+    else  // one line, whatever the message holds
+      out << " error " << oneLine(r.error) << "\n";
   }
   out.flush();
   return out ? "" : "cannot write " + path;

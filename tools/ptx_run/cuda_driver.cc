@@ -15,7 +15,9 @@ bool bind(void* lib, const char* symbol, Fn* fn, std::string* why) {
 }
 
 bool bindAll(void* lib, CudaDriver* d, std::string* why) {
-  return bind(lib, "cuInit", &d->init, why) && bind(lib, "cuDeviceGetCount", &d->deviceGetCount, why) &&
+  return bind(lib, "cuInit", &d->init, why) && bind(lib, "cuDriverGetVersion", &d->driverGetVersion, why) &&
+         bind(lib, "cuDeviceGetAttribute", &d->deviceGetAttribute, why) &&
+         bind(lib, "cuDeviceGetCount", &d->deviceGetCount, why) &&
          bind(lib, "cuDeviceGet", &d->deviceGet, why) && bind(lib, "cuDeviceGetName", &d->deviceGetName, why) &&
          bind(lib, "cuDevicePrimaryCtxRetain", &d->primaryCtxRetain, why) &&
          bind(lib, "cuCtxSetCurrent", &d->ctxSetCurrent, why) && bind(lib, "cuCtxSynchronize", &d->ctxSynchronize, why) &&

@@ -22,8 +22,13 @@ using CuModule = CuModuleSt*;
 using CuFunction = CuFunctionSt*;
 using CuStream = CuStreamSt*;
 
+// CUdevice_attribute values.
+inline constexpr int kComputeCapabilityMajor = 75, kComputeCapabilityMinor = 76;
+
 struct CudaDriver {
   CuResult (*init)(unsigned flags);
+  CuResult (*driverGetVersion)(int* version);  // 11080: CUDA 11.8
+  CuResult (*deviceGetAttribute)(int* value, int attribute, int device);
   CuResult (*deviceGetCount)(int* count);
   CuResult (*deviceGet)(int* device, int ordinal);
   CuResult (*deviceGetName)(char* name, int len, int device);
