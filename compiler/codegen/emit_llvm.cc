@@ -67,7 +67,8 @@ class Emitter {
   void chunkedRows();
   void addTo(Value* p, Value* v) { b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(f32(), p), v), p); }
   Value* combine(int id, const Coords& c);
-  void gridStride(llvm::Function* f, const Shape& space, const std::function<void(Coords&)>& body);
+  void gridStride(llvm::Function* f, const Shape& space, bool warps, const std::function<void(Coords&)>& body);
+  Value* warpReduction(int id, const Coords& c);
   void partialKernel(const FoldedSum& f, Coords& at);
   Value* elementPtr(int buffer, const Coords& c);
   Value* value(int id, const Coords& c, Memo& memo);
@@ -95,6 +96,7 @@ class Emitter {
   Value* end_ = nullptr;
   bool rows_ = false;         // x86: the nest's outer loop runs over [begin_, end_) of the split
   Value* chunk_ = nullptr;    // x86: the chunk of rows whose partials a point adds to
+  Value* lane_ = nullptr;     // NVPTX, a warp-reduced phase: the thread's lane (0-31)
 };
 
 // A function over all buffers, `ptr noalias` each (the ABI promises they are
@@ -231,12 +233,27 @@ Value* Emitter::elementPtr(int buffer, const Coords& c) {
 void Emitter::point(const PlanPhase& phase, const Coords& c) {
   loads_ = &phase.loads;
   Memo memo;
-  Value* reduced = phase.combine ? combine(phase.reduction, c) : phase.reduction >= 0 ? reduction(phase.reduction, c) : nullptr;
+  Value* reduced = phase.combine ? combine(phase.reduction, c)
+                  : lane_              ? warpReduction(phase.reduction, c)
+                  : phase.reduction >= 0 ? reduction(phase.reduction, c)
+                                         : nullptr;
+  llvm::BasicBlock* after = nullptr;
+  if (lane_) {  // every lane holds the result; lane 0 stores it (a max's lanes may differ in a zero's sign)
+    llvm::Function* f = b_.GetInsertBlock()->getParent();
+    auto* store = llvm::BasicBlock::Create(ctx_, "lane0", f);
+    after = llvm::BasicBlock::Create(ctx_, "stored", f);
+    b_.CreateCondBr(b_.CreateICmpEQ(lane_, b_.getInt64(0)), store, after);
+    b_.SetInsertPoint(store);
+  }
   for (int buffer : phase.stores) {
     const PlanBuffer& buf = plan_.buffers[static_cast<size_t>(buffer)];
     Value* v = reduced ? reduced : value(buf.node, c, memo);
     if (buf.dtype == DType::Bool) v = b_.CreateZExt(v, b_.getInt8Ty());
     b_.CreateStore(v, elementPtr(buffer, c));
+  }
+  if (after) {
+    b_.CreateBr(after);
+    b_.SetInsertPoint(after);
   }
   if (target_ != Target::X86) return;  // NVPTX: partialKernel, a kernel of its own
   for (int node : phase.partials) {
@@ -291,6 +308,53 @@ Value* Emitter::reduction(int id, const Coords& at) {
   }, lanes ? orderedSumHints() : nullptr);
   if (n.reduce == ReduceFn::Mean) acc = b_.CreateFDiv(acc, llvm::ConstantFP::get(f32(), static_cast<double>(extent)));
   return acc;
+}
+
+// NVPTX, one warp per result point: lane l combines terms l, l + 32, … of
+// the reduced dim (adjacent lanes read adjacent terms), then five butterfly
+// shuffles leave the total in every lane. A fixed order for the lane count
+// (not the grid); a sum's error stays within γₙ·Σ|xᵢ|.
+Value* Emitter::warpReduction(int id, const Coords& at) {
+  const RegionNode& n = r_.node(id);
+  const Shape& in = r_.node(n.a).shape;
+  const int64_t extent = in.dims[static_cast<size_t>(in.find(n.dim))].size;
+  auto op = [&](Value* acc, Value* x) -> Value* {
+    if (n.reduce != ReduceFn::Max) return b_.CreateFAdd(acc, x);
+    Value* larger = b_.CreateFCmpOGT(x, acc);  // as reduction(): x replaces acc when larger, or NaN over a number
+    Value* nan_over_number = b_.CreateAnd(b_.CreateFCmpUNO(x, x), b_.CreateFCmpORD(acc, acc));
+    return b_.CreateSelect(b_.CreateOr(larger, nan_over_number), x, acc);
+  };
+  Value* identity = flt(n.reduce == ReduceFn::Max ? -std::numeric_limits<double>::infinity() : 0.0);
+  // for (j = lane; j < extent; j += 32) acc = op(acc, x[j])
+  llvm::Function* f = b_.GetInsertBlock()->getParent();
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  auto* head = llvm::BasicBlock::Create(ctx_, n.dim + ".lanes", f);
+  auto* exit = llvm::BasicBlock::Create(ctx_, n.dim + ".lanes.end", f);
+  b_.CreateCondBr(b_.CreateICmpULT(lane_, b_.getInt64(extent)), head, exit);
+  b_.SetInsertPoint(head);
+  llvm::PHINode* j = b_.CreatePHI(i64(), 2, n.dim);
+  llvm::PHINode* acc = b_.CreatePHI(f32(), 2, n.dim + ".acc");
+  j->addIncoming(lane_, pre);
+  acc->addIncoming(identity, pre);
+  Coords c = at;
+  c[n.dim] = j;
+  Memo memo;
+  Value* next_acc = op(acc, value(n.a, c, memo));
+  Value* next = b_.CreateAdd(j, b_.getInt64(32), "", true, true);
+  j->addIncoming(next, b_.GetInsertBlock());
+  acc->addIncoming(next_acc, b_.GetInsertBlock());
+  llvm::BasicBlock* last = b_.GetInsertBlock();
+  b_.CreateCondBr(b_.CreateICmpULT(next, b_.getInt64(extent)), head, exit);
+  b_.SetInsertPoint(exit);
+  llvm::PHINode* total = b_.CreatePHI(f32(), 2, n.dim + ".lane");
+  total->addIncoming(identity, pre);
+  total->addIncoming(next_acc, last);
+  Value* v = total;
+  llvm::Function* shfl = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::nvvm_shfl_sync_bfly_f32);
+  for (int offset = 16; offset >= 1; offset /= 2)
+    v = op(v, b_.CreateCall(shfl, {b_.getInt32(-1), v, b_.getInt32(offset), b_.getInt32(31)}));
+  if (n.reduce == ReduceFn::Mean) v = b_.CreateFDiv(v, flt(static_cast<double>(extent)));
+  return v;
 }
 
 Value* Emitter::value(int id, const Coords& c, Memo& memo) {
@@ -605,8 +669,10 @@ void Emitter::x86Entry(const std::string& symbol, bool tail) {
 }
 
 // for (i = gid; i < points; i += grid size) body(the point's coordinates), i
-// in the space's row-major order.
-void Emitter::gridStride(llvm::Function* f, const Shape& space, const std::function<void(Coords&)>& body) {
+// in the space's row-major order; with `warps`, i counts warps (gid / 32,
+// the grid's warps), every lane of one visits the same point, and lane_ is
+// set (blocks must hold a multiple of 32 threads).
+void Emitter::gridStride(llvm::Function* f, const Shape& space, bool warps, const std::function<void(Coords&)>& body) {
   int64_t points = space.elements().value_or(0);
   if (points <= 0) return;
   auto sreg = [&](llvm::Intrinsic::ID id) {
@@ -623,6 +689,12 @@ void Emitter::gridStride(llvm::Function* f, const Shape& space, const std::funct
   Value* gid = b_.CreateAdd(b_.CreateCall(wide_mul, {sreg32(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x), ntid}),
                             sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), "gid");
   Value* step = b_.CreateCall(wide_mul, {sreg32(llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x), ntid}, "gridsize");
+  lane_ = nullptr;
+  if (warps) {
+    lane_ = b_.CreateAnd(gid, b_.getInt64(31), "lane");
+    gid = b_.CreateLShr(gid, b_.getInt64(5), "warp");
+    step = b_.CreateLShr(step, b_.getInt64(5), "warps");
+  }
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   auto* head = llvm::BasicBlock::Create(ctx_, "point", f);
   auto* exit = llvm::BasicBlock::Create(ctx_, "done", f);
@@ -642,6 +714,7 @@ void Emitter::gridStride(llvm::Function* f, const Shape& space, const std::funct
   i->addIncoming(next, b_.GetInsertBlock());
   b_.CreateCondBr(b_.CreateICmpULT(next, b_.getInt64(points)), head, exit);
   b_.SetInsertPoint(exit);
+  lane_ = nullptr;
 }
 
 // One partial element (a chunk, a point of the sum's result) per thread: the
@@ -686,13 +759,14 @@ void Emitter::emitNvptx(const std::string& symbol) {
   for (size_t k = 0; k < plan_.phases.size(); ++k) {
     const PlanPhase& phase = plan_.phases[k];
     llvm::Function* f = kernel(phaseKernelName(symbol, k));
-    gridStride(f, phase.space, [&](Coords& c) { point(phase, c); });
+    gridStride(f, phase.space, warpReduced(r_, phase), [&](Coords& c) { point(phase, c); });
     b_.CreateRetVoid();
     for (size_t j = 0; j < phase.partials.size(); ++j) {  // launched after the phase, before the next
       const FoldedSum& sum = *plan_.foldedSum(phase.partials[j]);
       llvm::Function* g = kernel(partialKernelName(symbol, k, j));
       loads_ = nullptr;
-      gridStride(g, plan_.buffers[static_cast<size_t>(sum.partial)].shape, [&](Coords& c) { partialKernel(sum, c); });
+      gridStride(g, plan_.buffers[static_cast<size_t>(sum.partial)].shape, false,
+                 [&](Coords& c) { partialKernel(sum, c); });
       b_.CreateRetVoid();
     }
   }
@@ -752,10 +826,19 @@ std::string partialKernelName(const std::string& symbol, size_t k, size_t j) {
   return phaseKernelName(symbol, k) + "_s" + std::to_string(j);
 }
 
-std::vector<std::pair<std::string, int64_t>> nvptxKernels(const KernelPlan& plan, const std::string& symbol) {
+bool warpReduced(const Region& r, const PlanPhase& phase) {
+  if (phase.reduction < 0 || phase.combine) return false;
+  const RegionNode& n = r.node(phase.reduction);
+  const Shape& in = r.node(n.a).shape;
+  return in.dims.back().name == n.dim && in.dims.back().size >= 32;
+}
+
+std::vector<std::pair<std::string, int64_t>> nvptxKernels(const Region& r, const KernelPlan& plan,
+                                                          const std::string& symbol) {
   std::vector<std::pair<std::string, int64_t>> kernels;
   for (size_t k = 0; k < plan.phases.size(); ++k) {
-    kernels.emplace_back(phaseKernelName(symbol, k), plan.phases[k].space.elements().value_or(0));
+    const int64_t points = plan.phases[k].space.elements().value_or(0);
+    kernels.emplace_back(phaseKernelName(symbol, k), warpReduced(r, plan.phases[k]) ? 32 * points : points);
     for (size_t j = 0; j < plan.phases[k].partials.size(); ++j) {
       const FoldedSum& f = *plan.foldedSum(plan.phases[k].partials[j]);
       kernels.emplace_back(partialKernelName(symbol, k, j), plan.buffers[static_cast<size_t>(f.partial)].elements());

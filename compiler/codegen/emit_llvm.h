@@ -49,10 +49,14 @@ inline constexpr int kSumLanes = 16;
 // a chunk's first row; and, with tail phases, `SYMBOL_tail` (same
 // signature, begin and end ignored) runs them once after every row.
 // NVPTX: one kernel per phase, `SYMBOL_pK(ptr b0, …, ptr bN)` (every kernel
-// takes every buffer), launched in phase order with any 1-D grid: each thread
-// visits points gid, gid + gridsize, … of the phase's space; after a phase
+// takes every buffer), launched in phase order with any 1-D grid of blocks
+// of a multiple of 32 threads: each thread visits points gid, gid +
+// gridsize, … of the phase's space — but a warp each point of a reduction
+// along its operand's last dim of 32 or more terms (warpReduced: lanes read
+// adjacent terms, a butterfly of shuffles combines them); after a phase
 // with partials, one kernel per deferred sum `SYMBOL_pK_sJ` over [chunk,
-// result] (one thread sums one chunk's rows). nvptxKernels lists them all.
+// result] (one thread sums one chunk's rows). nvptxKernels lists them all
+// with the threads each wants.
 std::unique_ptr<llvm::Module> emitRegion(const Region& r, const KernelPlan& plan, Target target,
                                          const std::string& symbol, llvm::LLVMContext& ctx);
 
@@ -68,7 +72,10 @@ std::string keepSumsInOrder();
 // The NVPTX kernel name of phase `k`.
 std::string phaseKernelName(const std::string& symbol, size_t k);
 std::string partialKernelName(const std::string& symbol, size_t k, size_t j);
-// Every kernel in launch order with its points.
-std::vector<std::pair<std::string, int64_t>> nvptxKernels(const KernelPlan& plan, const std::string& symbol);
+// A phase whose NVPTX kernel gives a warp to each point (above).
+bool warpReduced(const Region& r, const PlanPhase& phase);
+// Every kernel in launch order with the threads it wants (one per point, 32 where warpReduced).
+std::vector<std::pair<std::string, int64_t>> nvptxKernels(const Region& r, const KernelPlan& plan,
+                                                          const std::string& symbol);
 
 }  // namespace dtl::codegen

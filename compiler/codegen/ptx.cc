@@ -147,7 +147,7 @@ bool compilePtx(const Region& r, PtxModule* out, std::string* error, const std::
   out->ptx = text.str().str();
   out->kernels.clear();
   std::string symbol = "dtl_" + hex64(regionHash(r));
-  for (const auto& [name, points] : nvptxKernels(out->plan, symbol)) out->kernels.push_back({name, points});
+  for (const auto& [name, threads] : nvptxKernels(r, out->plan, symbol)) out->kernels.push_back({name, threads});
   return true;
 }
 

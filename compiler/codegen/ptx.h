@@ -23,7 +23,7 @@ namespace dtl::codegen {
 
 struct PtxKernel {
   std::string name;
-  int64_t points = 0;  // the phase's points: launch at least enough threads for them
+  int64_t threads = 0;  // one per point of its phase, 32 per point where a warp reduces it: launch at least these
 };
 
 struct PtxModule {

@@ -108,7 +108,7 @@ std::string addModule(const Region& r, const std::string& id, const std::vector<
   c.id = id;
   c.ptx_file = id + ".ptx";
   std::ofstream(dir / c.ptx_file) << m.ptx;
-  for (const PtxKernel& k : m.kernels) c.kernels.push_back({k.name, k.points});
+  for (const PtxKernel& k : m.kernels) c.kernels.push_back({k.name, k.threads});
   for (size_t i = 0; i < m.plan.buffers.size(); ++i) {
     const PlanBuffer& pb = m.plan.buffers[i];
     BundleBuffer b;
@@ -217,7 +217,7 @@ int writeTiming(const fs::path& dir) {
     c.id = "g" + std::to_string(modules.size());
     c.ptx_file = c.id + ".ptx";
     std::ofstream(dir / c.ptx_file) << m.ptx;
-    for (const PtxKernel& k : m.kernels) c.kernels.push_back({k.name, k.points});
+    for (const PtxKernel& k : m.kernels) c.kernels.push_back({k.name, k.threads});
     for (const PlanBuffer& pb : m.plan.buffers) {
       BundleBuffer b;
       b.bytes = pb.bytes();

@@ -95,9 +95,9 @@ TEST_F(CodegenPtx, KernelsFollowThePhasesAndTheirPoints) {
   std::string error;
   ASSERT_TRUE(compilePtx(r, &m, &error)) << error;
   ASSERT_EQ(m.kernels.size(), 3u);  // max, sum, then the output
-  EXPECT_EQ(m.kernels[0].points, 4);
-  EXPECT_EQ(m.kernels[1].points, 4);
-  EXPECT_EQ(m.kernels[2].points, 40);
+  EXPECT_EQ(m.kernels[0].threads, 4);
+  EXPECT_EQ(m.kernels[1].threads, 4);
+  EXPECT_EQ(m.kernels[2].threads, 40);
   EXPECT_EQ(m.kernels[2].name, "dtl_" + hex64(regionHash(r)) + "_p2");
 }
 
@@ -117,11 +117,38 @@ TEST_F(CodegenPtx, DeferredSumsGetAPartialKernelAndATail) {
   ASSERT_GT(m.plan.chunks, 1);
   ASSERT_EQ(m.kernels.size(), 3u);
   const std::string symbol = "dtl_" + hex64(regionHash(r));
-  EXPECT_EQ(m.kernels[0].points, 300 * 13 * 64);
+  EXPECT_EQ(m.kernels[0].threads, 300 * 13 * 64);
   EXPECT_EQ(m.kernels[1].name, symbol + "_p0_s0");
-  EXPECT_EQ(m.kernels[1].points, m.plan.chunks * 64);
+  EXPECT_EQ(m.kernels[1].threads, m.plan.chunks * 64);
   EXPECT_EQ(m.kernels[2].name, symbol + "_p1");  // the combine
-  EXPECT_EQ(m.kernels[2].points, 64);
+  EXPECT_EQ(m.kernels[2].threads, 64);
+  std::string ptxas = ptxasPath();
+  if (ptxas.empty()) GTEST_SKIP() << "no ptxas";
+  EXPECT_EQ(assemble(ptxas, m, r.name()), "") << m.ptx;
+}
+
+// A row statistic over the last dim (a layer norm's mean over d = 768):
+// a warp per row (32 threads per point), lanes combined by shuffles; a row
+// shorter than a warp keeps one thread per point.
+TEST_F(CodegenPtx, LongRowsAreReducedByAWarpEach) {
+  Region r("row_stats");
+  int x = r.input("x", Shape{{{"rows", 40}, {"d", 768}}});
+  r.output("mean", r.reduce(ReduceFn::Mean, x, "d"));
+  r.output("max", r.reduce(ReduceFn::Max, x, "d"));
+  Region short_rows("short_rows");
+  short_rows.output("s", short_rows.reduce(ReduceFn::Sum, short_rows.input("x", Shape{{{"rows", 40}, {"d", 31}}}), "d"));
+  PtxModule m, s;
+  std::string error;
+  ASSERT_TRUE(compilePtx(r, &m, &error)) << error;
+  ASSERT_TRUE(compilePtx(short_rows, &s, &error)) << error;
+  expectWellFormed(r, m);
+  ASSERT_EQ(m.kernels.size(), 2u);
+  EXPECT_EQ(m.kernels[0].threads, 32 * 40);
+  EXPECT_EQ(m.kernels[1].threads, 32 * 40);
+  EXPECT_NE(m.ptx.find("shfl.sync.bfly"), std::string::npos);
+  ASSERT_EQ(s.kernels.size(), 1u);
+  EXPECT_EQ(s.kernels[0].threads, 40);
+  EXPECT_EQ(s.ptx.find("shfl.sync"), std::string::npos);
   std::string ptxas = ptxasPath();
   if (ptxas.empty()) GTEST_SKIP() << "no ptxas";
   EXPECT_EQ(assemble(ptxas, m, r.name()), "") << m.ptx;

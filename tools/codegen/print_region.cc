@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     for (const PtxKernel& k : m.kernels)
-      std::printf("// kernel %s: %lld points\n", k.name.c_str(), static_cast<long long>(k.points));
+      std::printf("// kernel %s: %lld threads\n", k.name.c_str(), static_cast<long long>(k.threads));
     std::printf("%s", m.ptx.c_str());
   } else {
     return usage();

@@ -85,7 +85,7 @@ int emitKernels(const prog::Program& p, const codegen::Fusion& f, const rt::opti
       return 1;
     }
     for (const codegen::PtxKernel& kernel : m.kernels)
-      out += "// kernel " + kernel.name + ": " + std::to_string(kernel.points) + " points\n";
+      out += "// kernel " + kernel.name + ": " + std::to_string(kernel.threads) + " threads\n";
     out += m.ptx;
   }
   return emitUpdateKernels(p, opt, ptx, out, err);

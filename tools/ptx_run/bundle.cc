@@ -49,7 +49,7 @@ std::string writeManifest(const std::string& path, const std::vector<BundleCase>
       continue;
     }
     out << "case " << c.id << " " << c.ptx_file << "\n";
-    for (const BundleKernel& k : c.kernels) out << "kernel " << k.name << " " << k.points << "\n";
+    for (const BundleKernel& k : c.kernels) out << "kernel " << k.name << " " << k.threads << "\n";
     for (const BundleBuffer& b : c.buffers) {
       out << "buffer " << roleName(b.role) << " " << b.bytes;
       if (b.role == BundleBuffer::Role::In) out << " " << b.offset;
@@ -97,7 +97,7 @@ std::string readManifest(const std::string& path, std::vector<BundleCase>* cases
       BundleCase& c = cases->back();
       if (word == "kernel") {
         BundleKernel k;
-        if (!(fields >> k.name >> k.points) || k.points < 0) return located(path, n, "expected: kernel NAME POINTS");
+        if (!(fields >> k.name >> k.threads) || k.threads < 0) return located(path, n, "expected: kernel NAME THREADS");
         c.kernels.push_back(k);
         continue;
       }

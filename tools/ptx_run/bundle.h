@@ -6,7 +6,7 @@
 // BUNDLE/manifest.txt, a line per item:
 //   dtl-ptx-bundle 1
 //   case ID FILE.ptx          a module; its kernels and buffers follow
-//   kernel NAME POINTS        launch order; every kernel takes every buffer
+//   kernel NAME THREADS       launch order; every kernel takes every buffer; blocks of a multiple of 32 threads
 //   buffer in BYTES OFFSET    in argument order; an input's bytes at OFFSET of inputs.bin
 //                             (-1: every f32 0.5, set on the device: a timing bundle's)
 //   buffer out BYTES          an output: read back
@@ -31,7 +31,7 @@ namespace dtl::ptxrun {
 
 struct BundleKernel {
   std::string name;
-  int64_t points = 0;
+  int64_t threads = 0;  // to launch at least (more are fine)
 };
 
 struct BundleBuffer {

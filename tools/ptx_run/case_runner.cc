@@ -203,8 +203,8 @@ std::string CaseRunner::launchAll(const BundleCase& c, Loaded& m, bool strided) 
     if (std::string e = launch(m.fns[0], m.chunks); !e.empty()) return e;  // one block per chunk
   } else {
     for (size_t k = 0; k < m.fns.size(); ++k) {
-      if (c.kernels[k].points == 0) continue;
-      if (std::string e = launch(m.fns[k], (c.kernels[k].points + threads - 1) / threads); !e.empty())
+      if (c.kernels[k].threads == 0) continue;
+      if (std::string e = launch(m.fns[k], (c.kernels[k].threads + threads - 1) / threads); !e.empty())
         return c.kernels[k].name + ": " + e;
     }
   }
