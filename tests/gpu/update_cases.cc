@@ -8,6 +8,7 @@
 #include <random>
 
 #include "runtime/optim/optimizer.h"
+#include "tests/support/optimizer_configs.h"
 
 namespace dtl::codegen::testing {
 namespace {
@@ -19,30 +20,8 @@ using rt::optim::ParamState;
 constexpr int64_t kChunk = 1000;
 const std::vector<int64_t> kSizes = {0, 1, 7, 1000, 33, 4097};
 
-OptimizerConfig config(const std::string& name, double lr, double momentum = 0, double dampening = 0, double wd = 0,
-                       bool nesterov = false) {
-  OptimizerConfig c;
-  c.name = name;
-  c.lr = lr;
-  c.momentum = momentum;
-  c.dampening = dampening;
-  c.weight_decay = wd;
-  c.nesterov = nesterov;
-  return c;
-}
-
-float special(std::mt19937_64& rng) {
-  const float inf = std::numeric_limits<float>::infinity();
-  const float v[] = {std::nanf(""), inf, -inf, 0.0f, -0.0f, 1e-40f, -3e-39f, FLT_MAX, -FLT_MAX, 1e30f, 1e-30f};
-  return v[rng() % (sizeof v / sizeof v[0])];
-}
-
-std::vector<float> values(int64_t n, std::mt19937_64& rng, bool specials) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (float& v : x) v = specials && rng() % 16 == 0 ? special(rng) : normal(rng);
-  return x;
-}
+using dtl::testing::optimizerConfig;
+using dtl::testing::optimizerValues;
 
 struct Tensor {
   std::vector<float> param, grad;
@@ -85,7 +64,7 @@ void recordStep(const std::string& name, const Optimizer& opt, int64_t step, dou
 std::vector<Tensor> model(uint64_t seed, bool specials) {
   std::mt19937_64 rng(seed);
   std::vector<Tensor> m;
-  for (int64_t n : kSizes) m.push_back({values(n, rng, specials), values(n, rng, specials), {}});
+  for (int64_t n : kSizes) m.push_back({optimizerValues(n, rng, specials), optimizerValues(n, rng, specials), {}});
   return m;
 }
 
@@ -96,8 +75,8 @@ void subnormalMoments(std::vector<Tensor>& m, const Optimizer& opt, uint64_t see
   for (Tensor& t : m) {
     const auto n = static_cast<int64_t>(t.param.size());
     opt.prepareState(t.state, n);
-    t.state.a = values(n, rng, true);
-    if (!t.state.b.empty()) t.state.b = values(n, rng, false);
+    t.state.a = optimizerValues(n, rng, true);
+    if (!t.state.b.empty()) t.state.b = optimizerValues(n, rng, false);
     for (int64_t i = 0; i < n; ++i) {
       if ((i / 64) % 3 == 1 || rng() % 4 == 0) continue;
       uint32_t bits = (1 + static_cast<uint32_t>(rng() % 0x7fffff)) | (rng() % 2 ? 0x80000000u : 0u);
@@ -113,13 +92,8 @@ void subnormalMoments(std::vector<Tensor>& m, const Optimizer& opt, uint64_t see
 
 std::vector<UpdateCase> updateCases() {
   std::vector<UpdateCase> cases;
-  const std::vector<OptimizerConfig> every = {
-      config("sgd", 0.1),          config("sgd", 0.1, 0, 0, 0.01),         config("sgd", 0.05, 0.9),
-      config("sgd", 0.05, 0.9, 0.25, 0.01), config("sgd", 0.05, 0.9, 0, 0, true), config("sgd", 0.05, 0.8, 0, 0.02, true),
-      config("adam", 1e-3),        config("adam", 1e-3, 0, 0, 0.05),        config("adamw", 3e-4),
-      config("adamw", 3e-4, 0, 0, 0.1)};
   uint64_t seed = 1;
-  for (const OptimizerConfig& c : every)
+  for (const OptimizerConfig& c : dtl::testing::everyOptimizerConfig())
     for (bool specials : {false, true}) {
       Optimizer opt(c);
       std::vector<Tensor> m = model(seed++, specials);
@@ -127,12 +101,12 @@ std::vector<UpdateCase> updateCases() {
         const double lr = c.lr * (1.0 - 0.1 * static_cast<double>(step));
         recordStep(c.name + (specials ? " specials" : ""), opt, step, lr, m, &cases);
         std::mt19937_64 rng(100 + seed + static_cast<uint64_t>(step));
-        for (Tensor& t : m) t.grad = values(static_cast<int64_t>(t.grad.size()), rng, specials);
+        for (Tensor& t : m) t.grad = optimizerValues(static_cast<int64_t>(t.grad.size()), rng, specials);
       }
     }
-  for (const OptimizerConfig& c : {config("adam", 1e-3), config("adam", 1e-3, 0, 0, 0.05), config("adamw", 3e-4, 0, 0, 0.1),
-                                   config("adamw", 50), config("sgd", 0.05, 0.9), config("sgd", 0.05, 0.9, 0.25, 0.01),
-                                   config("sgd", 1e6, 1.5), config("sgd", 0.05, 0.9, 0, 0, true)}) {
+  for (const OptimizerConfig& c : {optimizerConfig("adam", 1e-3), optimizerConfig("adam", 1e-3, 0, 0, 0.05), optimizerConfig("adamw", 3e-4, 0, 0, 0.1),
+                                   optimizerConfig("adamw", 50), optimizerConfig("sgd", 0.05, 0.9), optimizerConfig("sgd", 0.05, 0.9, 0.25, 0.01),
+                                   optimizerConfig("sgd", 1e6, 1.5), optimizerConfig("sgd", 0.05, 0.9, 0, 0, true)}) {
     Optimizer opt(c);
     std::vector<Tensor> m = model(seed++, true);
     subnormalMoments(m, opt, seed++);

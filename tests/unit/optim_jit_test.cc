@@ -20,6 +20,7 @@
 
 #include "compiler/codegen/emit_update.h"
 #include "runtime/jit/jit_update.h"
+#include "tests/support/optimizer_configs.h"
 #include "tests/unit/codegen_check.h"
 
 namespace dtl::jit {
@@ -32,43 +33,11 @@ using rt::optim::TensorStep;
 
 OptimizerConfig config(const std::string& name, double lr, double momentum = 0, double dampening = 0,
                        double wd = 0, bool nesterov = false) {
-  OptimizerConfig c;
-  c.name = name;
-  c.lr = lr;
-  c.momentum = momentum;
-  c.dampening = dampening;
-  c.weight_decay = wd;
-  c.nesterov = nesterov;
-  return c;
+  return dtl::testing::optimizerConfig(name, lr, momentum, dampening, wd, nesterov);
 }
-
-// Every variant optimizer.cc has: sgd with and without weight decay,
-// momentum (its first step included), dampening, nesterov; adam with and
-// without L2; adamw with and without decay.
-std::vector<OptimizerConfig> everyConfig() {
-  return {config("sgd", 0.1),
-          config("sgd", 0.1, 0, 0, 0.01),
-          config("sgd", 0.05, 0.9),
-          config("sgd", 0.05, 0.9, 0.25, 0.01),
-          config("sgd", 0.05, 0.9, 0, 0, true),
-          config("sgd", 0.05, 0.8, 0, 0.02, true),
-          config("adam", 1e-3),
-          config("adam", 1e-3, 0, 0, 0.05),
-          config("adamw", 3e-4),
-          config("adamw", 3e-4, 0, 0, 0.1)};
-}
-
-float special(std::mt19937_64& rng) {
-  const float inf = std::numeric_limits<float>::infinity();
-  const float v[] = {std::nanf(""), inf, -inf, 0.0f, -0.0f, 1e-40f, -3e-39f, FLT_MAX, -FLT_MAX, 1e30f, 1e-30f};
-  return v[rng() % (sizeof v / sizeof v[0])];
-}
-
+std::vector<OptimizerConfig> everyConfig() { return dtl::testing::everyOptimizerConfig(); }
 std::vector<float> values(int64_t n, std::mt19937_64& rng, bool specials) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (float& v : x) v = specials && rng() % 16 == 0 ? special(rng) : normal(rng);
-  return x;
+  return dtl::testing::optimizerValues(n, rng, specials);
 }
 
 // Bit for bit, but any NaN matches any NaN (x86 keeps an operand's payload,

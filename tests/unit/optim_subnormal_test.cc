@@ -21,6 +21,7 @@
 
 #include "runtime/optim/optimizer.h"
 #include "runtime/optim/simd.h"
+#include "tests/support/optimizer_configs.h"
 
 namespace dtl::rt::optim {
 namespace {
@@ -136,14 +137,7 @@ OptimizerConfig adamConfig(const std::string& name, double lr, double wd, double
 }
 
 OptimizerConfig sgdConfig(double lr, double momentum, double dampening, double wd, bool nesterov) {
-  OptimizerConfig c;
-  c.name = "sgd";
-  c.lr = lr;
-  c.momentum = momentum;
-  c.dampening = dampening;
-  c.weight_decay = wd;
-  c.nesterov = nesterov;
-  return c;
+  return dtl::testing::optimizerConfig("sgd", lr, momentum, dampening, wd, nesterov);
 }
 
 struct Coverage {

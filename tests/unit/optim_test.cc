@@ -25,6 +25,7 @@
 #include "runtime/optim/reference.h"
 #include "runtime/optim/schedule.h"
 #include "runtime/optim/simd.h"
+#include "tests/support/optimizer_configs.h"
 
 namespace dtl::rt::optim {
 namespace {
@@ -64,21 +65,11 @@ double value(uint64_t seed, uint64_t t, uint64_t i, int kind) {
 double stepLr(double lr, int64_t t, bool vary) { return vary ? lr * static_cast<double>((t % 4) + 1) / 4.0 : lr; }
 
 OptimizerConfig sgd(double lr, double momentum = 0, double dampening = 0, double wd = 0, bool nesterov = false) {
-  OptimizerConfig c;
-  c.name = "sgd";
-  c.lr = lr;
-  c.momentum = momentum;
-  c.dampening = dampening;
-  c.weight_decay = wd;
-  c.nesterov = nesterov;
-  return c;
+  return dtl::testing::optimizerConfig("sgd", lr, momentum, dampening, wd, nesterov);
 }
 OptimizerConfig adam(const std::string& name, double lr, double wd = 0, double b1 = 0.9, double b2 = 0.999,
                      double eps = 1e-8) {
-  OptimizerConfig c;
-  c.name = name;
-  c.lr = lr;
-  c.weight_decay = wd;
+  OptimizerConfig c = dtl::testing::optimizerConfig(name, lr, 0, 0, wd);
   c.beta1 = b1;
   c.beta2 = b2;
   c.eps = eps;

@@ -1,6 +1,7 @@
 #include "tools/ptx_run/bundle.h"
 
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 namespace dtl::ptxrun {
@@ -35,6 +36,49 @@ std::string rest(std::istringstream& in) {
   return text;
 }
 
+// Reads `path` line by line after its first, which must be `header`:
+// item(line number, first word, the rest) for each non-empty line; the
+// first error ends it.
+std::string forEachItem(const std::string& path, const std::string& header,
+                        const std::function<std::string(int, const std::string&, std::istringstream&)>& item) {
+  std::ifstream in(path);
+  if (!in) return "cannot read " + path;
+  std::string line;
+  if (!std::getline(in, line) || line != header) return located(path, 1, "does not start with `" + header + "`");
+  for (int n = 2; std::getline(in, line); ++n) {
+    std::istringstream fields(line);
+    std::string word;
+    if (!(fields >> word)) continue;
+    if (std::string e = item(n, word, fields); !e.empty()) return e;
+  }
+  return "";
+}
+
+std::string readKernelOrBuffer(const std::string& path, int n, const std::string& word, std::istringstream& fields,
+                               BundleCase* c) {
+  if (word == "kernel") {
+    BundleKernel k;
+    if (!(fields >> k.name >> k.threads) || k.threads < 0) return located(path, n, "expected: kernel NAME THREADS");
+    c->kernels.push_back(k);
+    return "";
+  }
+  std::string role;
+  BundleBuffer b;
+  if (!(fields >> role >> b.bytes) || b.bytes < 0) return located(path, n, "expected: buffer ROLE BYTES");
+  if (role == "in") {
+    if (!(fields >> b.offset) || b.offset < -1)
+      return located(path, n, "an input buffer needs its offset in inputs.bin (or -1)");
+  } else if (role == "out") {
+    b.role = BundleBuffer::Role::Out;
+  } else if (role == "scratch") {
+    b.role = BundleBuffer::Role::Scratch;
+  } else {
+    return located(path, n, "a buffer is in, out or scratch, not " + role);
+  }
+  c->buffers.push_back(b);
+  return "";
+}
+
 }  // namespace
 
 std::string writeManifest(const std::string& path, const std::vector<BundleCase>& cases) {
@@ -61,17 +105,7 @@ std::string writeManifest(const std::string& path, const std::vector<BundleCase>
 }
 
 std::string readManifest(const std::string& path, std::vector<BundleCase>* cases) {
-  std::ifstream in(path);
-  if (!in) return "cannot read " + path;
-  std::string line;
-  int n = 0;
-  if (!std::getline(in, line) || line != "dtl-ptx-bundle 1") return located(path, 1, "not a dtl PTX bundle manifest");
-  ++n;
-  while (std::getline(in, line)) {
-    ++n;
-    std::istringstream fields(line);
-    std::string word;
-    fields >> word;
+  return forEachItem(path, "dtl-ptx-bundle 1", [&](int n, const std::string& word, std::istringstream& fields) {
     if (word == "case") {
       BundleCase c;
       if (!(fields >> c.id >> c.ptx_file)) return located(path, n, "expected: case ID FILE");
@@ -91,35 +125,14 @@ std::string readManifest(const std::string& path, std::vector<BundleCase>* cases
         return located(path, n, "expected: chunk N PARAM GRAD A B");
       cases->back().chunks.push_back(k);
     } else if (word == "kernel" || word == "buffer") {
-      if (!cases->empty() && cases->back().kind == BundleCase::Kind::Update)
-        return located(path, n, word + " inside an update");
-      if (cases->empty()) return located(path, n, word + " before any case");
-      BundleCase& c = cases->back();
-      if (word == "kernel") {
-        BundleKernel k;
-        if (!(fields >> k.name >> k.threads) || k.threads < 0) return located(path, n, "expected: kernel NAME THREADS");
-        c.kernels.push_back(k);
-        continue;
-      }
-      std::string role;
-      BundleBuffer b;
-      if (!(fields >> role >> b.bytes) || b.bytes < 0) return located(path, n, "expected: buffer ROLE BYTES");
-      if (role == "in") {
-        if (!(fields >> b.offset) || b.offset < -1)
-          return located(path, n, "an input buffer needs its offset in inputs.bin (or -1)");
-      } else if (role == "out") {
-        b.role = BundleBuffer::Role::Out;
-      } else if (role == "scratch") {
-        b.role = BundleBuffer::Role::Scratch;
-      } else {
-        return located(path, n, "a buffer is in, out or scratch, not " + role);
-      }
-      c.buffers.push_back(b);
-    } else if (!word.empty()) {
+      if (cases->empty() || cases->back().kind != BundleCase::Kind::Region)
+        return located(path, n, word + " outside a case");
+      return readKernelOrBuffer(path, n, word, fields, &cases->back());
+    } else {
       return located(path, n, "unknown item " + word);
     }
-  }
-  return "";
+    return std::string();
+  });
 }
 
 std::string writeResults(const std::string& path, const std::string& device, const std::vector<CaseResult>& results) {
@@ -137,37 +150,26 @@ std::string writeResults(const std::string& path, const std::string& device, con
 }
 
 std::string readResults(const std::string& path, std::string* device, std::vector<CaseResult>* results) {
-  std::ifstream in(path);
-  if (!in) return "cannot read " + path;
-  std::string line;
-  int n = 0;
-  if (!std::getline(in, line) || line != "dtl-ptx-results 1") return located(path, 1, "not dtl PTX results");
-  ++n;
-  while (std::getline(in, line)) {
-    ++n;
-    std::istringstream fields(line);
-    std::string word;
-    fields >> word;
+  return forEachItem(path, "dtl-ptx-results 1", [&](int n, const std::string& word, std::istringstream& fields) {
     if (word == "device") {
       *device = rest(fields);
-    } else if (word == "case") {
-      CaseResult r;
-      std::string status;
-      if (!(fields >> r.id >> status)) return located(path, n, "expected: case ID ok|error ...");
-      if (status == "ok") {
-        r.ok = true;
-        if (!(fields >> r.file >> r.offset >> r.bytes)) return located(path, n, "expected: case ID ok FILE OFFSET BYTES");
-      } else if (status == "error") {
-        r.error = rest(fields);
-      } else {
-        return located(path, n, "a case is ok or error, not " + status);
-      }
-      results->push_back(r);
-    } else if (!word.empty()) {
-      return located(path, n, "unknown item " + word);
+      return std::string();
     }
-  }
-  return "";
+    if (word != "case") return located(path, n, "unknown item " + word);
+    CaseResult r;
+    std::string status;
+    if (!(fields >> r.id >> status)) return located(path, n, "expected: case ID ok|error ...");
+    if (status == "ok") {
+      r.ok = true;
+      if (!(fields >> r.file >> r.offset >> r.bytes)) return located(path, n, "expected: case ID ok FILE OFFSET BYTES");
+    } else if (status == "error") {
+      r.error = rest(fields);
+    } else {
+      return located(path, n, "a case is ok or error, not " + status);
+    }
+    results->push_back(r);
+    return std::string();
+  });
 }
 
 }  // namespace dtl::ptxrun

@@ -97,6 +97,10 @@ std::string CaseRunner::runRegion(const BundleCase& c, Loaded& m, std::string* o
     m.buffers.push_back(p);
   }
   for (CuDevicePtr& p : m.buffers) m.params.push_back(&p);
+  return twoPasses(c, m, outputs, "a full grid");
+}
+
+std::string CaseRunner::twoPasses(const BundleCase& c, Loaded& m, std::string* outputs, const char* full_grid) {
   std::string got[2];
   for (int pass = 0; pass < 2; ++pass) {
     if (std::string e = fill(c, m, pass); !e.empty()) return e;
@@ -104,7 +108,7 @@ std::string CaseRunner::runRegion(const BundleCase& c, Loaded& m, std::string* o
     if (std::string e = check(cu_.ctxSynchronize(), "running the kernels"); !e.empty()) return e;
     if (std::string e = readOutputs(c, m, &got[pass]); !e.empty()) return e;
   }
-  if (got[0] != got[1]) return "the outputs differ between a full grid and 3 blocks of 96 threads";
+  if (got[0] != got[1]) return std::string("the outputs differ between ") + full_grid + " and 3 blocks of 96 threads";
   *outputs = std::move(got[0]);
   return "";
 }
@@ -151,16 +155,7 @@ std::string CaseRunner::runUpdate(const BundleCase& c, Loaded& m, std::string* o
     return e;
   m.chunks = static_cast<int64_t>(rows.size());
   m.params = {&m.table, &m.chunks, &m.scalars};
-  std::string got[2];
-  for (int pass = 0; pass < 2; ++pass) {
-    if (std::string e = fill(c, m, pass); !e.empty()) return e;
-    if (std::string e = launchAll(c, m, pass == 1); !e.empty()) return e;
-    if (std::string e = check(cu_.ctxSynchronize(), "running the kernels"); !e.empty()) return e;
-    if (std::string e = readOutputs(c, m, &got[pass]); !e.empty()) return e;
-  }
-  if (got[0] != got[1]) return "the outputs differ between one block per chunk and 3 blocks of 96 threads";
-  *outputs = std::move(got[0]);
-  return "";
+  return twoPasses(c, m, outputs, "one block per chunk");
 }
 
 // Inputs from inputs.bin (or 0.5 everywhere, set on the device); a region's

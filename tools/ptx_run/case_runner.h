@@ -37,6 +37,7 @@ class CaseRunner {
   std::string check(CuResult r, const char* what);
   std::string runRegion(const BundleCase& c, Loaded& m, std::string* outputs);
   std::string runUpdate(const BundleCase& c, Loaded& m, std::string* outputs);
+  std::string twoPasses(const BundleCase& c, Loaded& m, std::string* outputs, const char* full_grid);
   std::string fill(const BundleCase& c, Loaded& m, int pass);
   std::string launchAll(const BundleCase& c, Loaded& m, bool strided);  // queued, not waited for
   std::string readOutputs(const BundleCase& c, Loaded& m, std::string* got);
