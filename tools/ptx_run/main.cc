@@ -65,7 +65,8 @@ class OutputFiles {
     out_.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     size_ += r->bytes;
   }
-  bool close() {
+  bool close() {  // true when every output was written (also when there were none)
+    if (!out_.is_open()) return !out_.fail();
     out_.close();
     return !out_.fail();
   }
