@@ -2,7 +2,7 @@
 // and random regions become PTX for sm_90 that the CUDA toolkit's ptxas
 // assembles (skipped, saying so, where ptxas is absent); libdevice is linked
 // and inlined, denormals are kept (no .ftz arithmetic of ours). Nothing here
-// runs the kernels: no GPU on the build machines.
+// runs the kernels: tests/gpu/ptx_check.cc does, where a GPU is.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
