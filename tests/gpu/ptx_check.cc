@@ -99,8 +99,19 @@ std::vector<RandomCase> gpuCases(bool quick) {
 // node (then it is its own probe), the region as given.
 std::string moduleId(size_t k, bool probe) { return "c" + std::to_string(k) + (probe ? ".probe" : ".plain"); }
 
-std::string addModule(const Region& r, const std::string& id, const std::vector<Values>& inputs, const fs::path& dir,
-                      std::ofstream& input_file, int64_t* input_bytes, std::vector<BundleCase>* out) {
+// A case's inputs in inputs.bin once, for its probe and its plain module alike: their offsets.
+std::vector<int64_t> writeInputs(const std::vector<Values>& inputs, std::ofstream& input_file, int64_t* input_bytes) {
+  std::vector<int64_t> offsets;
+  for (const Values& v : inputs) {
+    offsets.push_back(*input_bytes);
+    input_file.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+    *input_bytes += static_cast<int64_t>(v.size() * sizeof(float));
+  }
+  return offsets;
+}
+
+std::string addModule(const Region& r, const std::string& id, const std::vector<int64_t>& input_offsets,
+                      const fs::path& dir, std::vector<BundleCase>* out) {
   PtxModule m;
   std::string error;
   if (!compilePtx(r, &m, &error)) return id + ": " + error;
@@ -114,10 +125,7 @@ std::string addModule(const Region& r, const std::string& id, const std::vector<
     BundleBuffer b;
     b.bytes = pb.bytes();
     if (pb.role == PlanBuffer::Role::Input) {
-      const Values& v = inputs[i];
-      b.offset = *input_bytes;
-      input_file.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
-      *input_bytes += static_cast<int64_t>(v.size() * sizeof(float));
+      b.offset = input_offsets[i];
     } else {
       b.role = pb.role == PlanBuffer::Role::Output ? BundleBuffer::Role::Out : BundleBuffer::Role::Scratch;
     }
@@ -135,10 +143,13 @@ int64_t appendFloats(const std::vector<float>& v, std::ofstream& input_file, int
   return at;
 }
 
-std::string addUpdate(const UpdateCase& u, const std::string& id, const fs::path& dir, std::ofstream& input_file,
+// `ptx_by_variant`: each variant's PTX, compiled once (100 cases share about 20).
+std::string addUpdate(const UpdateCase& u, const std::string& id, const fs::path& dir,
+                      std::map<std::string, std::string>* ptx_by_variant, std::ofstream& input_file,
                       int64_t* input_bytes, std::vector<BundleCase>* out) {
-  std::string ptx, error;
-  if (!updatePtx(u.variant, &ptx, &error)) return id + " (" + u.name + "): " + error;
+  std::string& ptx = (*ptx_by_variant)[u.variant.name()];
+  std::string error;
+  if (ptx.empty() && !updatePtx(u.variant, &ptx, &error)) return id + " (" + u.name + "): " + error;
   BundleCase c;
   c.kind = BundleCase::Kind::Update;
   c.id = id;
@@ -172,17 +183,20 @@ int write(const fs::path& dir, bool quick) {
   for (size_t k = 0; k < cases.size(); ++k) {
     const Region& r = cases[k].region;
     const Region probe = probeOf(r);
-    std::string error = addModule(probe, moduleId(k, true), cases[k].inputs, dir, input_file, &input_bytes, &modules);
+    const std::vector<int64_t> offsets = writeInputs(cases[k].inputs, input_file, &input_bytes);
+    std::string error = addModule(probe, moduleId(k, true), offsets, dir, &modules);
     if (error.empty() && regionHash(probe) != regionHash(r))
-      error = addModule(r, moduleId(k, false), cases[k].inputs, dir, input_file, &input_bytes, &modules);
+      error = addModule(r, moduleId(k, false), offsets, dir, &modules);
     if (!error.empty()) {
       std::fprintf(stderr, "ptx_check: %s\n%s", error.c_str(), printRegion(r).c_str());
       return 1;
     }
   }
   const std::vector<UpdateCase> updates = updateCases();
+  std::map<std::string, std::string> update_ptx;
   for (size_t k = 0; k < updates.size(); ++k)
-    if (std::string error = addUpdate(updates[k], "u" + std::to_string(k), dir, input_file, &input_bytes, &modules);
+    if (std::string error =
+            addUpdate(updates[k], "u" + std::to_string(k), dir, &update_ptx, input_file, &input_bytes, &modules);
         !error.empty()) {
       std::fprintf(stderr, "ptx_check: %s\n", error.c_str());
       return 1;
