@@ -159,9 +159,9 @@ void epilogueSection(int threads, int reps) {
     const int64_t n = 1024;
     std::vector<float> a = randv(m * k), b = randv(k * n), bias = randv(n), c(static_cast<size_t>(m * n));
     const int64_t rule = f::epiloguePanelRows(m, n, k);
-    auto whole = [&] { ok(f::matmulBias('N', 'N', m, n, k, a.data(), b.data(), bias.data(), c.data(), &err), err); };
+    auto whole = [&] { ok(f::matmulBias('N', 'N', m, n, k, a.data(), b.data(), n, bias.data(), c.data(), &err), err); };
     auto panels = [&](int64_t rows) {
-      return [&, rows] { ok(f::matmulBiasPanels('N', 'N', m, n, k, a.data(), b.data(), bias.data(), c.data(), rows, relu, &err), err); };
+      return [&, rows] { ok(f::matmulBiasPanels('N', 'N', m, n, k, a.data(), b.data(), n, bias.data(), c.data(), rows, relu, &err), err); };
     };
     const std::vector<double> t = bestOf(reps, {[&] {
                                                   whole();
@@ -178,7 +178,7 @@ void epilogueSection(int threads, int reps) {
     const int64_t m = 256, k = 1024;
     std::vector<float> a = randv(m * k), b = randv(k * n), bias = randv(n), c(static_cast<size_t>(m * n));
     const std::vector<double> t = bestOf(
-        reps, {[&] { ok(f::matmulBias('N', 'N', m, n, k, a.data(), b.data(), bias.data(), c.data(), &err), err); },
+        reps, {[&] { ok(f::matmulBias('N', 'N', m, n, k, a.data(), b.data(), n, bias.data(), c.data(), &err), err); },
                [&] {
                  ok(f::sgemm('N', 'N', m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n, &err), err);
                  for (int64_t r = 0; r < m; ++r)
@@ -225,7 +225,7 @@ void columnSection(int threads, int reps) {
   for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{256, 784, 1024}, {256, 1024, 1024}, {256, 1024, 10}}) {
     std::vector<float> a = randv(m * k), b = randv(k * n), bias = randv(n), y(static_cast<size_t>(m * n));
     line("matmulBias " + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n), 2.0 * m * n * k,
-         [&] { ok(f::matmulBias('N', 'N', m, n, k, a.data(), b.data(), bias.data(), y.data(), &err), err); });
+         [&] { ok(f::matmulBias('N', 'N', m, n, k, a.data(), b.data(), n, bias.data(), y.data(), &err), err); });
   }
 }
 

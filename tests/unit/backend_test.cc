@@ -176,21 +176,6 @@ TEST_F(BackendTest, ConstSliceAlignReduceToReshape) {
   check(node(Op::Reshape, sh({Dim{"ab", 21}, Dim{"c", 3}})), {&x});
 }
 
-// The row padding of contract's B (fast::setGemmRowPadding) forced for a
-// scope: the padded path is AMD's by default, and tested on every host.
-struct RowPadding {
-  explicit RowPadding(bool on) { fast::setGemmRowPadding(on); }
-  ~RowPadding() { fast::setGemmRowPadding(std::nullopt); }
-};
-
-template <typename Case>
-std::vector<std::pair<Case, bool>> withAndWithoutPadding(const std::vector<Case>& cases) {
-  std::vector<std::pair<Case, bool>> all;
-  for (bool pad : {false, true})
-    for (const Case& c : cases) all.emplace_back(c, pad);
-  return all;
-}
-
 TEST_F(BackendTest, ContractLayouts) {
   const Dim M{"m", 7}, N{"n", 33}, K{"k", 3}, K1{"kk", 5};
   struct Case {

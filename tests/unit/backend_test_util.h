@@ -7,10 +7,13 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/exec/backend.h"
+#include "runtime/kernels/fast/gemm.h"
 
 namespace dtl::rt::testing {
 
@@ -133,6 +136,22 @@ inline ::testing::AssertionResult close(const Buf& fast, const Buf& ref, double 
                                            << " vs reference " << b << " (scale " << scale << ")";
   }
   return ::testing::AssertionSuccess();
+}
+
+// The row padding of a GEMM's B (fast::setGemmRowPadding: contract and
+// contractBias) forced for a scope: the padded path is AMD's by default, and
+// tested on every host.
+struct RowPadding {
+  explicit RowPadding(bool on) { fast::setGemmRowPadding(on); }
+  ~RowPadding() { fast::setGemmRowPadding(std::nullopt); }
+};
+
+template <typename Case>
+std::vector<std::pair<Case, bool>> withAndWithoutPadding(const std::vector<Case>& cases) {
+  std::vector<std::pair<Case, bool>> all;
+  for (bool pad : {false, true})
+    for (const Case& c : cases) all.emplace_back(c, pad);
+  return all;
 }
 
 }  // namespace dtl::rt::testing

@@ -69,15 +69,19 @@ TEST_F(EpilogueTest, BiasAndActivationsMatchTheNodesInEveryLayout) {
       {sh({K, M, K1}), sh({K1, N, K}), sh({N}), sh({M, N})},               // both permuted first
       {sh({M, K}), sh({K, P, N}), sh({P, N}), sh({M, P, N})},              // two N names
       {sh({M, K}), sh({K, One, N}), sh({N}), sh({M, One, N})},             // a size-1 N dim
-      {sh({M, K}), sh({K, Dim{"w", 512}}), sh({Dim{"w", 512}}), sh({M, Dim{"w", 512}})},
+      {sh({M, K}), sh({K, Dim{"w", 512}}), sh({Dim{"w", 512}}), sh({M, Dim{"w", 512}})},  // B rows padded (2 KiB)
+      {sh({K, M}), sh({K, Dim{"w", 1024}}), sh({Dim{"w", 1024}}), sh({M, Dim{"w", 1024}})},  // Aᵀ, B padded
+      {sh({M, K1, K}), sh({K, Dim{"w", 512}, K1}), sh({Dim{"w", 512}}), sh({M, Dim{"w", 512}})},  // permuted, padded
       {sh({M, K}), sh({K, P, N}), sh({N, P}), sh({M, P, N})},              // bias in another order: after the product
       {sh({M, K}), sh({K, P, N}), sh({N}), sh({M, P, N})},                 // bias over part of N: after the product
       {sh({M, K}), sh({K, N}), sh({N}), sh({N, M})},                       // C permuted: after the product
       {sh({M, Dim{"z", 0}}), sh({Dim{"z", 0}, N}), sh({N}), sh({M, N})},   // an empty sum: the bias
       {sh({Dim{"e", 0}, K}), sh({K, N}), sh({N}), sh({Dim{"e", 0}, N})},   // no rows
   };
-  for (const Case& c : cases)
+  for (const auto& [c, pad] : withAndWithoutPadding(cases))
     for (const std::vector<std::string>& acts : {std::vector<std::string>{}, {"relu"}, {"gelu"}}) {
+      SCOPED_TRACE(c.out.str() + (pad ? ", B padded" : ""));
+      const RowPadding forced(pad);
       Buf a = rand(c.a), b = rand(c.b), bias = rand(c.bias);
       check(withEpilogue(c.out, acts), a, b, bias);
     }
@@ -114,6 +118,43 @@ TEST_F(EpilogueTest, NonFiniteValuesMatchTheReference) {
       EXPECT_EQ(y.f[5 * 96 + 22], acts.empty() ? -inf : 0.0f);
     }
   }
+}
+
+// B's rows padded (gemm.cc padB, AMD's rule) or not, the product and its
+// bias have the same bits: only where B's rows lie changes, so a host's rule
+// changes its speed, never its results. With and without the bias, A in both
+// layouts, on one thread and on two.
+TEST_F(EpilogueTest, PaddedRowsOfBGiveTheUnpaddedBits) {
+  const Dim Mb{"m", 256}, W{"w", 1024}, Kb{"k", 384};
+  for (bool transposed : {false, true})
+    for (int threads : {1, 2}) {
+      ctx_.threads = threads;
+      Buf a = rand(transposed ? sh({Kb, Mb}) : sh({Mb, Kb})), b = rand(sh({Kb, W})), bias = rand(sh({W}));
+      for (const Node& n : {withEpilogue(sh({Mb, W})), withEpilogue(sh({Mb, W}), {"relu"})}) {
+        std::vector<Buf> out;
+        for (bool pad : {false, true}) {
+          const RowPadding forced(pad);
+          Outcome o = runNode(*fast_, n, {&a, &b, &bias}, ctx_);
+          ASSERT_TRUE(o.status.ok) << o.status.message;
+          out.push_back(o.out);
+        }
+        EXPECT_EQ(std::memcmp(out[0].f.data(), out[1].f.data(), out[0].f.size() * 4), 0)
+            << (transposed ? "Aᵀ, " : "A, ") << threads << " threads, " << n.epilogue.size() << " post-ops";
+      }
+      Node plain;
+      plain.op = Op::Contract;
+      plain.shape = sh({Mb, W});
+      plain.inputs = {0, 1};
+      std::vector<Buf> out;
+      for (bool pad : {false, true}) {
+        const RowPadding forced(pad);
+        Outcome o = runNode(*fast_, plain, {&a, &b}, ctx_);
+        ASSERT_TRUE(o.status.ok) << o.status.message;
+        out.push_back(o.out);
+      }
+      EXPECT_EQ(std::memcmp(out[0].f.data(), out[1].f.data(), out[0].f.size() * 4), 0)
+          << "contract, " << (transposed ? "Aᵀ, " : "A, ") << threads << " threads";
+    }
 }
 
 // The cached primitive gives the same bits run after run, on one thread and
@@ -182,7 +223,7 @@ TEST(EpiloguePanels, EveryRowOnceInEqualPanels) {
       for (int64_t i = 0; i < elements; ++i) EXPECT_EQ(p[i], 4.5f);  // written before `after` runs
     };
     std::string err;
-    ASSERT_TRUE(fast::matmulBiasPanels('N', 'N', m, n, k, a.data(), b.data(), bias.data(), c.data(), rows, after, &err))
+    ASSERT_TRUE(fast::matmulBiasPanels('N', 'N', m, n, k, a.data(), b.data(), n, bias.data(), c.data(), rows, after, &err))
         << err;
     const int64_t panels = (m + std::min(rows, m) - 1) / std::min(rows, m);
     ASSERT_EQ(static_cast<int64_t>(seen.size()), panels) << rows;
@@ -195,7 +236,7 @@ TEST(EpiloguePanels, EveryRowOnceInEqualPanels) {
     }
     EXPECT_EQ(next, m * n);
     seen.clear();
-    ASSERT_TRUE(fast::matmulBiasPanels('T', 'N', m, n, k, a.data(), b.data(), bias.data(), c.data(), rows, after, &err))
+    ASSERT_TRUE(fast::matmulBiasPanels('T', 'N', m, n, k, a.data(), b.data(), n, bias.data(), c.data(), rows, after, &err))
         << err;
     EXPECT_EQ(seen.size(), 1u);
   }

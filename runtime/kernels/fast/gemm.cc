@@ -113,7 +113,7 @@ struct Matmul {
 // when a primitive is created: the key holds the count it was made for, so
 // a thread count never runs a primitive planned for another one (results
 // are bitwise the same from run to run for a given count).
-using MatmulKey = std::tuple<int64_t, int64_t, int64_t, char, char, int>;
+using MatmulKey = std::tuple<int64_t, int64_t, int64_t, int64_t, char, char, int>;
 
 struct MatmulCache {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
@@ -127,15 +127,15 @@ MatmulCache& matmulCache() {
   return cache;
 }
 
-Matmul& matmulFor(char ta, char tb, int64_t m, int64_t n, int64_t k) {
+Matmul& matmulFor(char ta, char tb, int64_t m, int64_t n, int64_t k, int64_t ldb) {
   MatmulCache& cache = matmulCache();
-  std::unique_ptr<Matmul>& mm = cache.made[MatmulKey{m, n, k, ta, tb, omp_threads}];
+  std::unique_ptr<Matmul>& mm = cache.made[MatmulKey{m, n, k, ldb, ta, tb, omp_threads}];
   if (mm) return *mm;
   using dnnl::memory;
   const memory::data_type f32 = memory::data_type::f32;
-  // op(A) is [M, K]: A stored as [M, K] ('N') or [K, M] ('T'); op(B) [K, N] likewise.
+  // op(A) is [M, K]: A stored as [M, K] ('N') or [K, M] ('T'); op(B) [K, N] likewise, its rows ldb apart.
   const memory::desc a({m, k}, f32, ta == 'N' ? memory::dims{k, 1} : memory::dims{1, m});
-  const memory::desc b({k, n}, f32, tb == 'N' ? memory::dims{n, 1} : memory::dims{1, k});
+  const memory::desc b({k, n}, f32, tb == 'N' ? memory::dims{ldb, 1} : memory::dims{1, ldb});
   const memory::desc bias({1, n}, f32, memory::dims{n, 1});
   const memory::desc c({m, n}, f32, memory::dims{n, 1});
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, bias, c), cache.engine);
@@ -146,11 +146,11 @@ Matmul& matmulFor(char ta, char tb, int64_t m, int64_t n, int64_t k) {
 
 }  // namespace
 
-bool matmulBias(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
+bool matmulBias(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, int64_t ldb,
                 const float* bias, float* c, std::string* error) {
   applyThreads(m, n, k);
   try {
-    Matmul& mm = matmulFor(ta, tb, m, n, k);
+    Matmul& mm = matmulFor(ta, tb, m, n, k, ldb);
     mm.a.set_data_handle(const_cast<float*>(a));
     mm.b.set_data_handle(const_cast<float*>(b));
     mm.bias.set_data_handle(const_cast<float*>(bias));
@@ -192,14 +192,15 @@ int64_t epiloguePanelRows(int64_t m, int64_t n, int64_t k) {
 }
 
 bool matmulBiasPanels(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
-                      const float* bias, float* c, int64_t panel_rows, const PanelFn& after, std::string* error) {
+                      int64_t ldb, const float* bias, float* c, int64_t panel_rows, const PanelFn& after,
+                      std::string* error) {
   if (m == 0 || n == 0) return true;
   // Panels of equal height (none a sliver): ceil(m / panel_rows) of them.
   const int64_t panels = ta == 'N' ? (m + std::max<int64_t>(1, panel_rows) - 1) / std::max<int64_t>(1, panel_rows) : 1;
   const int64_t rows = (m + panels - 1) / panels;
   for (int64_t r = 0; r < m; r += rows) {
     const int64_t h = std::min(rows, m - r);
-    if (!matmulBias(ta, tb, h, n, k, a + r * k, b, bias, c + r * n, error)) return false;
+    if (!matmulBias(ta, tb, h, n, k, a + r * k, b, ldb, bias, c + r * n, error)) return false;
     if (after) after(c + r * n, h * n);
   }
   return true;
@@ -274,7 +275,14 @@ namespace {
 // 10): N = 1024 → 45 GFLOP/s, the same B with rows padded by 64 bytes → 97.
 // There such a B is copied with padded rows; the copy costs O(K·N) against
 // the GEMM's O(M·K·N) and is skipped for M ≥ 512, where oneDNN packs B
-// itself. On Intel (a 2-core Sapphire Rapids, 2026-12-03) the copy costs
+// itself. Whether a B so strided is slow also depends on where it starts
+// (a Zen 3, 2 threads, 256×1024×1024: B 32-byte aligned 68–90 GFLOP/s, 16
+// bytes past that 133–163, padded 158–188 wherever it starts), and malloc
+// places a tensor either way from run to run: unpadded, which GEMM of a step
+// was slow changed between runs. contractBias (the bias epilogue's matmul,
+// --kernels jit's Linear forward) pads by the same rule: it did not, and the
+// MLP's jit step ran 18.7–22.9 ms against 16.0–17.5 ms padded. Padding
+// changes no bits (EpilogueTest.PaddedRowsOfBGiveTheUnpaddedBits). On Intel (a 2-core Sapphire Rapids, 2026-12-03) the copy costs
 // more than it saves: 256×1024×1024 in column halves on two threads 150
 // GFLOP/s unpadded against 135 padded (the copy included); char GPT's
 // weight gradient [d=128, hidden=512] over 2048 tokens 1.75–2.55 ms
@@ -395,16 +403,26 @@ bool contractBias(const float* a, const Shape& a_shape, const float* b, const Sh
     if (after) after(out, p.m * p.n);
     return true;
   }
-  // Operands laid out otherwise are permuted into scratch, as for contract.
+  // Operands laid out otherwise are permuted into scratch, and B's rows
+  // padded, as for contract (gemmInto).
+  const bool pad = padB(p);
   const int64_t na = p.permute_a ? p.m * p.k : 0, nb = p.permute_b ? p.k * p.n : 0;
-  if (static_cast<int64_t>(scratch.size()) < na + nb) scratch.resize(static_cast<size_t>(na + nb));
+  const int64_t np = pad ? p.k * (p.n + kPadRows) : 0;
+  if (static_cast<int64_t>(scratch.size()) < na + nb + np) scratch.resize(static_cast<size_t>(na + nb + np));
   float* sa = scratch.data();
   float* sb = sa + na;
+  float* sp = sb + nb;
   if (p.permute_a) alignCopy(a, a_shape, sa, p.a_as);
   if (p.permute_b) alignCopy(b, b_shape, sb, p.b_as);
+  const float* bb = p.permute_b ? sb : b;
+  int64_t ldb = p.tb == 'N' ? p.n : p.k;
+  if (pad) {
+    padRows(sp, bb, p.k, p.n);
+    bb = sp;
+    ldb = p.n + kPadRows;
+  }
   const int64_t rows = after ? epiloguePanelRows(p.m, p.n, p.k) : p.m;  // nothing to run on panels: one call
-  return matmulBiasPanels(p.ta, p.tb, p.m, p.n, p.k, p.permute_a ? sa : a, p.permute_b ? sb : b, bias, out, rows,
-                          after, error);
+  return matmulBiasPanels(p.ta, p.tb, p.m, p.n, p.k, p.permute_a ? sa : a, bb, ldb, bias, out, rows, after, error);
 }
 
 }  // namespace dtl::rt::fast

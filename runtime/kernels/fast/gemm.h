@@ -58,8 +58,9 @@ ContractPlan planContract(const Shape& a, const Shape& b, const Shape& out);
 // C[M, N] = op(A) · op(B) + bias (a row of N added to every row of C), row-major, dense (lda, ldb
 // and ldc are the rows' lengths), through oneDNN's matmul primitive with the bias as a post-op: the
 // product rounded to f32 plus the bias in f32, the sum of an unfused add node. The primitive is
-// created once per (M, N, K, transposes, threads) and calling thread, and reused.
-bool matmulBias(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
+// created once per (M, N, K, transposes, B's row stride, threads) and calling thread, and reused.
+// B's rows are `ldb` floats apart (contractBias pads them as contract does: gemm.cc padB).
+bool matmulBias(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, int64_t ldb,
                 const float* bias, float* c, std::string* error);
 
 // What runs on a panel of C (whole rows, `elements` floats) right after
@@ -76,7 +77,8 @@ int64_t epiloguePanelRows(int64_t m, int64_t n, int64_t k);
 // with 'T' one panel), each computed by one matmulBias call and handed to
 // `after` at once.
 bool matmulBiasPanels(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
-                      const float* bias, float* c, int64_t panel_rows, const PanelFn& after, std::string* error);
+                      int64_t ldb, const float* bias, float* c, int64_t panel_rows, const PanelFn& after,
+                      std::string* error);
 
 // Whether contractBias can take this contraction: its result needs no
 // permuting (C is [M…, N…]) and `bias` names exactly C's N names of size
@@ -85,7 +87,7 @@ bool biasFits(const Shape& a, const Shape& b, const Shape& out, const Shape& bia
 
 // out[out_shape] = a @ b + bias over the N names (biasFits), by
 // matmulBiasPanels: with `after`, in panels of epiloguePanelRows, `after` on
-// each; without, in one call.
+// each; without, in one call. B's rows are padded by contract's rule (padB).
 bool contractBias(const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, const float* bias,
                   float* out, const Shape& out_shape, std::vector<float>& scratch, std::string* error,
                   const PanelFn& after = {});
