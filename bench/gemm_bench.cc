@@ -11,7 +11,9 @@
 // over C, against (b) the GEMM in panels of epiloguePanelRows rows, each
 // relu'd right after (and other panel heights for comparison); and for the
 // logits' N 10 (and 32 to 128), matmulBias against sgemm then a bias add,
-// and plain sgemm. Each line times its variants alternately, best of reps.
+// and plain sgemm. Then where a 2 KiB-strided B starts against padding its
+// rows (the rule of gemm.cc padB). Each line times its variants alternately,
+// best of reps.
 //
 //   gemm_bench [--threads=N] [--reps=N] [--openblas=PATH]
 #include <dlfcn.h>
@@ -229,6 +231,54 @@ void columnSection(int threads, int reps) {
   }
 }
 
+// Where B starts, against padding its rows (gemm.cc padB): a row-major B
+// whose rows are a multiple of 2 KiB, read in place by oneDNN's AVX2 kernels
+// (small M), at 0, 16, 32 and 48 bytes past a 64-byte boundary, unpadded
+// against copied into rows padded by 64 bytes (the copy inside the time),
+// alternately, best of reps. The rule pads only a B that starts 32-byte
+// aligned, on AMD hosts.
+void alignmentSection(int threads, int reps) {
+  namespace f = dtl::rt::fast;
+  f::setGemmThreads(threads);
+  f::setGemmColumnSplit(true);
+  std::mt19937 rng(5);
+  std::string err;
+  std::printf("\nB's start and padded rows (ms, best of %d; unpadded / padded with the copy)\n", reps);
+  struct Shape3 {
+    const char* label;
+    char ta;
+    int64_t m, n, k;
+  };
+  for (const Shape3& c : {Shape3{"MLP fc2 forward", 'N', 256, 1024, 1024}, Shape3{"Fashion fc1 forward", 'N', 128, 512, 784},
+                          Shape3{"char GPT fc1 dW", 'T', 128, 512, 2048}}) {
+    std::vector<float> a = normals(rng, c.m * c.k), b = normals(rng, c.k * c.n + 64), y(static_cast<size_t>(c.m * c.n));
+    std::vector<float> padded(static_cast<size_t>(c.k * (c.n + 16) + 16));
+    // 64-byte boundaries inside the vectors (their data is 16-byte aligned).
+    auto at64 = [](std::vector<float>& v) {
+      const auto p = reinterpret_cast<uintptr_t>(v.data());
+      return v.data() + ((64 - p % 64) % 64) / 4;
+    };
+    float* b0 = at64(b);
+    float* pad0 = at64(padded);
+    std::printf("%-20s %c%c %4lldx%4lldx%4lld:", c.label, c.ta, 'N', static_cast<long long>(c.m),
+                static_cast<long long>(c.n), static_cast<long long>(c.k));
+    const int64_t lda = c.ta == 'N' ? c.k : c.m;
+    for (int64_t off : {0, 4, 8, 12}) {
+      const float* bb = b0 + off;
+      const std::vector<double> t = bestOf(
+          reps, {[&] { ok(f::sgemm(c.ta, 'N', c.m, c.n, c.k, 1.0f, a.data(), lda, bb, c.n, 0.0f, y.data(), c.n, &err), err); },
+                 [&] {
+                   for (int64_t r = 0; r < c.k; ++r)
+                     std::memcpy(pad0 + r * (c.n + 16), bb + r * c.n, static_cast<size_t>(c.n) * 4);
+                   ok(f::sgemm(c.ta, 'N', c.m, c.n, c.k, 1.0f, a.data(), lda, pad0, c.n + 16, 0.0f, y.data(), c.n, &err),
+                      err);
+                 }});
+      std::printf("  +%2lld: %.2f / %.2f", static_cast<long long>(off * 4), t[0] * 1e3, t[1] * 1e3);
+    }
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -285,5 +335,6 @@ int main(int argc, char** argv) {
   }
   epilogueSection(threads, std::max(reps, 20));
   columnSection(threads, std::max(reps, 20));
+  alignmentSection(threads, std::max(reps, 10));
   return 0;
 }

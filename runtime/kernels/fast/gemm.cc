@@ -269,26 +269,31 @@ ContractPlan planContract(const Shape& a, const Shape& b, const Shape& out) {
 
 namespace {
 
-// oneDNN 2.6 reads a row-major B ('N') in place, unpacked, when M is small;
-// with a row stride that is a multiple of 2 KiB, B's rows then alias in the
-// L1 cache. Measured on an AMD EPYC with AVX2 (M = 256, K = 1024, best of
-// 10): N = 1024 → 45 GFLOP/s, the same B with rows padded by 64 bytes → 97.
-// There such a B is copied with padded rows; the copy costs O(K·N) against
-// the GEMM's O(M·K·N) and is skipped for M ≥ 512, where oneDNN packs B
-// itself. Whether a B so strided is slow also depends on where it starts
-// (a Zen 3, 2 threads, 256×1024×1024: B 32-byte aligned 68–90 GFLOP/s, 16
-// bytes past that 133–163, padded 158–188 wherever it starts), and malloc
-// places a tensor either way from run to run: unpadded, which GEMM of a step
-// was slow changed between runs. contractBias (the bias epilogue's matmul,
-// --kernels jit's Linear forward) pads by the same rule: it did not, and the
-// MLP's jit step ran 18.7–22.9 ms against 16.0–17.5 ms padded. Padding
-// changes no bits (EpilogueTest.PaddedRowsOfBGiveTheUnpaddedBits). On Intel (a 2-core Sapphire Rapids, 2026-12-03) the copy costs
-// more than it saves: 256×1024×1024 in column halves on two threads 150
-// GFLOP/s unpadded against 135 padded (the copy included); char GPT's
-// weight gradient [d=128, hidden=512] over 2048 tokens 1.75–2.55 ms
-// unpadded against 3.07–3.94 ms padded, in a step (jit_bench's profile,
-// alternated). So only AMD hosts pad (an AMD host with AVX-512 is not
-// measured either way).
+// oneDNN 2.6 reads a row-major B ('N') in place, unpacked, when M and N are
+// small (its AVX2 "nocopy" kernels: 1/M + 1/N ≥ 0.0038, gemm_driver.cpp);
+// with a row stride that is a multiple of 2 KiB, such a B is slow on AMD
+// when it starts 32-byte aligned (a Zen 3, 2 threads, 256×1024×1024: 68–90
+// GFLOP/s; 16 bytes further on 133–163; rows padded by 64 bytes 158–188
+// wherever B starts). malloc places a tensor either way, anew each run, so
+// which GEMM of a step was slow changed from run to run. There such a B is
+// copied with padded rows — only when it starts 32-byte aligned: elsewhere
+// the copy cost as much as it saved or more (bench/gemm_bench's last
+// section, a Zen 3 on 2 threads, ms in place / padded with the copy, B at
+// +0 and +16 bytes from a 64-byte boundary: MLP fc2 forward 5.87 / 3.34 and
+// 3.25 / 3.35, Fashion fc1 forward 0.78 / 0.71 and 0.59 / 0.72, char GPT's
+// fc1 weight gradient 2.05 / 1.74 and 1.61 / 1.70). The copy is O(K·N)
+// against the GEMM's O(M·K·N). Padding changes no bits
+// (EpilogueTest.PaddedRowsOfBGiveTheUnpaddedBits), so the rule may look at
+// the address: the speed depends on where malloc put B, the results never.
+// contract and contractBias (the bias epilogue's matmul, --kernels jit's
+// Linear forward) share the rule; contractBias did not pad before
+// 2026-12-04, and the MLP's jit step ran 18.7–22.9 ms against 16.0–17.5
+// padded. On Intel (a 2-core Sapphire Rapids, 2026-12-03) the copy cost
+// more than it saved: 256×1024×1024 in column halves on two threads 150
+// GFLOP/s unpadded against 135 padded (the copy included); char GPT's fc1
+// weight gradient 1.75–2.55 ms unpadded against 3.07–3.94 ms padded, in a
+// step. So only AMD hosts pad (an AMD host with AVX-512 is not measured
+// either way).
 constexpr int64_t kPadRows = 16;  // floats: one cache line
 bool hostPadsRows() {
 #if defined(__x86_64__)
@@ -301,8 +306,13 @@ bool hostPadsRows() {
   return false;
 #endif
 }
-bool padB(const ContractPlan& p) {
-  return pad_rows.value_or(hostPadsRows()) && p.tb == 'N' && p.m < 512 && p.n % 512 == 0;
+// oneDNN 2.6's AVX2 threshold for reading A and B in place (gemm_driver.cpp nocopy_checker_avx2).
+bool readsBInPlace(int64_t m, int64_t n) { return 1.0 / static_cast<double>(m) + 1.0 / static_cast<double>(n) >= 0.0038; }
+
+// b: where oneDNN would read B (null: not known yet, padded whenever the shape asks).
+bool padB(const ContractPlan& p, const float* b) {
+  if (p.tb != 'N' || p.n % 512 != 0 || !readsBInPlace(p.m, p.n)) return false;
+  return pad_rows.value_or(hostPadsRows() && reinterpret_cast<uintptr_t>(b) % 32 == 0);
 }
 
 void padRows(float* dst, const float* src, int64_t rows, int64_t n) {
@@ -333,7 +343,8 @@ bool gemmInto(const float* a, const Shape& a_shape, const float* b, const Shape&
       for (int64_t i = 0; i < p.m * p.n; ++i) out[i] += 0.0f;
     return true;
   }
-  const bool pad = padB(p);
+  // A B permuted into scratch has no address until the scratch is sized: it is padded whenever the shape asks.
+  const bool pad = padB(p, p.permute_b ? nullptr : b);
   // One scratch block: [a copy | b copy | padded b | C | C permuted], each part only when needed.
   const int64_t na = p.permute_a ? p.m * p.k : 0, nb = p.permute_b ? p.k * p.n : 0;
   const int64_t np = pad ? p.k * (p.n + kPadRows) : 0, nc = p.permute_c ? p.m * p.n : 0;
@@ -405,7 +416,7 @@ bool contractBias(const float* a, const Shape& a_shape, const float* b, const Sh
   }
   // Operands laid out otherwise are permuted into scratch, and B's rows
   // padded, as for contract (gemmInto).
-  const bool pad = padB(p);
+  const bool pad = padB(p, p.permute_b ? nullptr : b);
   const int64_t na = p.permute_a ? p.m * p.k : 0, nb = p.permute_b ? p.k * p.n : 0;
   const int64_t np = pad ? p.k * (p.n + kPadRows) : 0;
   if (static_cast<int64_t>(scratch.size()) < na + nb + np) scratch.resize(static_cast<size_t>(na + nb + np));
