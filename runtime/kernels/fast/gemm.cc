@@ -320,6 +320,37 @@ void padRows(float* dst, const float* src, int64_t rows, int64_t n) {
 }
 
 
+// A and B as the GEMM reads them: in place, or permuted into scratch (the
+// plan's layouts), B's rows then padded (padB); `after` is the scratch past
+// them, `extra` floats sized for the caller.
+struct GemmOperands {
+  const float *a, *b;
+  int64_t ldb;
+  float* after;
+};
+
+GemmOperands gemmOperands(const ContractPlan& p, const float* a, const Shape& a_shape, const float* b,
+                          const Shape& b_shape, std::vector<float>& scratch, int64_t extra) {
+  // A B permuted into scratch has no address until the scratch is sized: it is padded whenever the shape asks.
+  const bool pad = padB(p, p.permute_b ? nullptr : b);
+  const int64_t na = p.permute_a ? p.m * p.k : 0, nb = p.permute_b ? p.k * p.n : 0;
+  const int64_t np = pad ? p.k * (p.n + kPadRows) : 0;
+  if (static_cast<int64_t>(scratch.size()) < na + nb + np + extra)
+    scratch.resize(static_cast<size_t>(na + nb + np + extra));
+  float* sa = scratch.data();
+  float* sb = sa + na;
+  float* sp = sb + nb;
+  if (p.permute_a) alignCopy(a, a_shape, sa, p.a_as);
+  if (p.permute_b) alignCopy(b, b_shape, sb, p.b_as);
+  GemmOperands o{p.permute_a ? sa : a, p.permute_b ? sb : b, p.tb == 'N' ? p.n : p.k, sp + np};
+  if (pad) {
+    padRows(sp, o.b, p.k, p.n);
+    o.b = sp;
+    o.ldb = p.n + kPadRows;
+  }
+  return o;
+}
+
 // Elements a plan copies (operands or C permuted through scratch).
 int64_t copied(const ContractPlan& p) {
   return (p.permute_a ? p.m * p.k : 0) + (p.permute_b ? p.k * p.n : 0) + (p.permute_c ? p.m * p.n : 0);
@@ -343,29 +374,13 @@ bool gemmInto(const float* a, const Shape& a_shape, const float* b, const Shape&
       for (int64_t i = 0; i < p.m * p.n; ++i) out[i] += 0.0f;
     return true;
   }
-  // A B permuted into scratch has no address until the scratch is sized: it is padded whenever the shape asks.
-  const bool pad = padB(p, p.permute_b ? nullptr : b);
-  // One scratch block: [a copy | b copy | padded b | C | C permuted], each part only when needed.
-  const int64_t na = p.permute_a ? p.m * p.k : 0, nb = p.permute_b ? p.k * p.n : 0;
-  const int64_t np = pad ? p.k * (p.n + kPadRows) : 0, nc = p.permute_c ? p.m * p.n : 0;
-  const int64_t nd = p.permute_c && accumulate ? p.m * p.n : 0;
-  if (static_cast<int64_t>(scratch.size()) < na + nb + np + nc + nd)
-    scratch.resize(static_cast<size_t>(na + nb + np + nc + nd));
-  float* sa = scratch.data();
-  float* sb = sa + na;
-  float* sp = sb + nb;
-  float* sc = sp + np;
+  // Scratch: [operand copies | C | C permuted], each part only when needed.
+  const int64_t nc = p.permute_c ? p.m * p.n : 0, nd = p.permute_c && accumulate ? p.m * p.n : 0;
+  const GemmOperands o = gemmOperands(p, a, a_shape, b, b_shape, scratch, nc + nd);
+  const float *aa = o.a, *bb = o.b;
+  const int64_t ldb = o.ldb;
+  float* sc = o.after;
   float* sd = sc + nc;
-  if (p.permute_a) alignCopy(a, a_shape, sa, p.a_as);
-  if (p.permute_b) alignCopy(b, b_shape, sb, p.b_as);
-  const float* aa = p.permute_a ? sa : a;
-  const float* bb = p.permute_b ? sb : b;
-  int64_t ldb = p.tb == 'N' ? p.n : p.k;
-  if (pad) {
-    padRows(sp, bb, p.k, p.n);
-    bb = sp;
-    ldb = p.n + kPadRows;
-  }
   float* c = p.permute_c ? sc : out;
   const float beta = accumulate && !p.permute_c ? 1.0f : 0.0f;  // C = A·B + C: the base is out
   if (!sgemm(p.ta, p.tb, p.m, p.n, p.k, 1.0f, aa, p.ta == 'N' ? p.k : p.m, bb, ldb, beta, c, p.n, error)) return false;
@@ -414,26 +429,10 @@ bool contractBias(const float* a, const Shape& a_shape, const float* b, const Sh
     if (after) after(out, p.m * p.n);
     return true;
   }
-  // Operands laid out otherwise are permuted into scratch, and B's rows
-  // padded, as for contract (gemmInto).
-  const bool pad = padB(p, p.permute_b ? nullptr : b);
-  const int64_t na = p.permute_a ? p.m * p.k : 0, nb = p.permute_b ? p.k * p.n : 0;
-  const int64_t np = pad ? p.k * (p.n + kPadRows) : 0;
-  if (static_cast<int64_t>(scratch.size()) < na + nb + np) scratch.resize(static_cast<size_t>(na + nb + np));
-  float* sa = scratch.data();
-  float* sb = sa + na;
-  float* sp = sb + nb;
-  if (p.permute_a) alignCopy(a, a_shape, sa, p.a_as);
-  if (p.permute_b) alignCopy(b, b_shape, sb, p.b_as);
-  const float* bb = p.permute_b ? sb : b;
-  int64_t ldb = p.tb == 'N' ? p.n : p.k;
-  if (pad) {
-    padRows(sp, bb, p.k, p.n);
-    bb = sp;
-    ldb = p.n + kPadRows;
-  }
+  // Operands laid out otherwise are permuted into scratch, and B's rows padded, as for contract.
+  const GemmOperands o = gemmOperands(p, a, a_shape, b, b_shape, scratch, 0);
   const int64_t rows = after ? epiloguePanelRows(p.m, p.n, p.k) : p.m;  // nothing to run on panels: one call
-  return matmulBiasPanels(p.ta, p.tb, p.m, p.n, p.k, p.permute_a ? sa : a, bb, ldb, bias, out, rows, after, error);
+  return matmulBiasPanels(p.ta, p.tb, p.m, p.n, p.k, o.a, o.b, o.ldb, bias, out, rows, after, error);
 }
 
 }  // namespace dtl::rt::fast
