@@ -13,6 +13,8 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <tuple>
+#include <utility>
 
 #include "runtime/kernels/fast/gemm.h"
 #include "runtime/kernels/fast/kernels.h"
@@ -120,41 +122,75 @@ TEST_F(EpilogueTest, NonFiniteValuesMatchTheReference) {
   }
 }
 
-// B's rows padded (gemm.cc padB, AMD's rule) or not, the product and its
-// bias have the same bits: only where B's rows lie changes, so a host's rule
-// changes its speed, never its results. With and without the bias, A in both
-// layouts, on one thread and on two.
+// Runs n on fast with B's rows padded and not (forced): the two results.
+std::pair<Buf, Buf> paddedAndNot(Backend& fast, const Node& n, std::vector<Buf*> in, RunContext& ctx) {
+  std::vector<Buf> out;
+  for (bool pad : {false, true}) {
+    const RowPadding forced(pad);
+    Outcome o = runNode(fast, n, in, ctx);
+    EXPECT_TRUE(o.status.ok) << o.status.message;
+    out.push_back(o.out);
+  }
+  return {out[0], out[1]};
+}
+
+// B's rows padded (gemm.cc padsRowsOfB, AMD's rule) or not, the product and
+// its bias have the same bits: only where B's rows lie changes, so a host's
+// rule — and where malloc put B — changes the speed, never the results. With
+// and without the bias, A in both layouts, on one thread and on two; M = 256
+// (the MLP's batch: a column split) and 512 × 512 (one call, in place).
 TEST_F(EpilogueTest, PaddedRowsOfBGiveTheUnpaddedBits) {
-  const Dim Mb{"m", 256}, W{"w", 1024}, Kb{"k", 384};
-  for (bool transposed : {false, true})
-    for (int threads : {1, 2}) {
-      ctx_.threads = threads;
-      Buf a = rand(transposed ? sh({Kb, Mb}) : sh({Mb, Kb})), b = rand(sh({Kb, W})), bias = rand(sh({W}));
-      for (const Node& n : {withEpilogue(sh({Mb, W})), withEpilogue(sh({Mb, W}), {"relu"})}) {
-        std::vector<Buf> out;
-        for (bool pad : {false, true}) {
-          const RowPadding forced(pad);
-          Outcome o = runNode(*fast_, n, {&a, &b, &bias}, ctx_);
-          ASSERT_TRUE(o.status.ok) << o.status.message;
-          out.push_back(o.out);
+  for (auto [m, w, k] : {std::tuple<int64_t, int64_t, int64_t>{256, 1024, 384}, {512, 512, 128}}) {
+    const Dim Mb{"m", m}, W{"w", w}, Kb{"k", k};
+    for (bool transposed : {false, true})
+      for (int threads : {1, 2}) {
+        ctx_.threads = threads;
+        SCOPED_TRACE(std::to_string(m) + "×" + std::to_string(w) + (transposed ? ", Aᵀ, " : ", A, ") +
+                     std::to_string(threads) + " threads");
+        Buf a = rand(transposed ? sh({Kb, Mb}) : sh({Mb, Kb})), b = rand(sh({Kb, W})), bias = rand(sh({W}));
+        for (const Node& n : {withEpilogue(sh({Mb, W})), withEpilogue(sh({Mb, W}), {"relu"})}) {
+          const auto [plain, padded] = paddedAndNot(*fast_, n, {&a, &b, &bias}, ctx_);
+          EXPECT_EQ(std::memcmp(plain.f.data(), padded.f.data(), plain.f.size() * 4), 0) << n.epilogue.size() << " post-ops";
         }
-        EXPECT_EQ(std::memcmp(out[0].f.data(), out[1].f.data(), out[0].f.size() * 4), 0)
-            << (transposed ? "Aᵀ, " : "A, ") << threads << " threads, " << n.epilogue.size() << " post-ops";
+        Node product;
+        product.op = Op::Contract;
+        product.shape = sh({Mb, W});
+        product.inputs = {0, 1};
+        const auto [plain, padded] = paddedAndNot(*fast_, product, {&a, &b}, ctx_);
+        EXPECT_EQ(std::memcmp(plain.f.data(), padded.f.data(), plain.f.size() * 4), 0) << "contract";
       }
-      Node plain;
-      plain.op = Op::Contract;
-      plain.shape = sh({Mb, W});
-      plain.inputs = {0, 1};
-      std::vector<Buf> out;
-      for (bool pad : {false, true}) {
-        const RowPadding forced(pad);
-        Outcome o = runNode(*fast_, plain, {&a, &b}, ctx_);
-        ASSERT_TRUE(o.status.ok) << o.status.message;
-        out.push_back(o.out);
-      }
-      EXPECT_EQ(std::memcmp(out[0].f.data(), out[1].f.data(), out[0].f.size() * 4), 0)
-          << "contract, " << (transposed ? "Aᵀ, " : "A, ") << threads << " threads";
-    }
+  }
+}
+
+// The rule itself: only a row-major B of rows a multiple of 2 KiB that
+// oneDNN reads in place (a call's 1/M + 1/N large enough) is ever padded;
+// forced on or off, the address does not matter; by default only AMD hosts
+// pad, and only a B that starts 32-byte aligned (or one not yet placed).
+TEST(GemmRowPadding, TheRuleAsMeasured) {
+  const uintptr_t aligned = 4096, past16 = 4096 + 16;
+  {
+    const RowPadding forced(true);
+    EXPECT_TRUE(fast::padsRowsOfB('N', 256, 512, 1024, past16));
+    EXPECT_TRUE(fast::padsRowsOfB('N', 512, 512, 512, aligned));
+    EXPECT_FALSE(fast::padsRowsOfB('T', 256, 512, 1024, aligned)) << "Bᵀ is read along its rows";
+    EXPECT_FALSE(fast::padsRowsOfB('N', 256, 500, 1000, aligned)) << "rows not a multiple of 2 KiB";
+    EXPECT_FALSE(fast::padsRowsOfB('N', 4096, 4096, 4096, aligned)) << "oneDNN packs B itself";
+  }
+  {
+    const RowPadding forced(false);
+    EXPECT_FALSE(fast::padsRowsOfB('N', 256, 512, 1024, aligned));
+  }
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  const bool amd = __builtin_cpu_is("amd") != 0;
+#else
+  const bool amd = false;
+#endif
+  EXPECT_EQ(fast::padsRowsOfB('N', 256, 512, 1024, aligned), amd);
+  EXPECT_EQ(fast::padsRowsOfB('N', 256, 512, 1024, aligned + 32), amd);
+  EXPECT_FALSE(fast::padsRowsOfB('N', 256, 512, 1024, past16));
+  EXPECT_FALSE(fast::padsRowsOfB('N', 256, 512, 1024, past16 + 32));
+  EXPECT_EQ(fast::padsRowsOfB('N', 256, 512, 1024, std::nullopt), amd) << "a B placed later";
 }
 
 // The cached primitive gives the same bits run after run, on one thread and

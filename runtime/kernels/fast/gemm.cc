@@ -28,10 +28,15 @@ thread_local std::optional<bool> pad_rows;  // setGemmRowPadding: unset, the hos
 // thread, use fewer threads.
 constexpr double kMinFlopsPerThread = 32e6;
 
-void applyThreads(int64_t m, int64_t n, int64_t k) {
+int threadsFor(int64_t m, int64_t n, int64_t k) {
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   int t = requested_threads;
   while (t > 1 && flops < kMinFlopsPerThread * t) --t;
+  return t;
+}
+
+void applyThreads(int64_t m, int64_t n, int64_t k) {
+  const int t = threadsFor(m, n, k);
   if (t == omp_threads) return;  // omp_set_num_threads is not free; it sets the calling thread's ICV
   omp_set_num_threads(t);
   omp_threads = t;
@@ -183,6 +188,12 @@ namespace {
 constexpr int64_t kPanelBytes = 4 << 20;
 constexpr int64_t kMinPanelRows = 256;
 
+// The rows of matmulBiasPanels's calls with A untransposed: ceil(m / panel_rows) equal panels.
+int64_t panelHeight(int64_t m, int64_t panel_rows) {
+  const int64_t panels = (m + std::max<int64_t>(1, panel_rows) - 1) / std::max<int64_t>(1, panel_rows);
+  return (m + panels - 1) / std::max<int64_t>(1, panels);
+}
+
 }  // namespace
 
 int64_t epiloguePanelRows(int64_t m, int64_t n, int64_t k) {
@@ -196,8 +207,7 @@ bool matmulBiasPanels(char ta, char tb, int64_t m, int64_t n, int64_t k, const f
                       std::string* error) {
   if (m == 0 || n == 0) return true;
   // Panels of equal height (none a sliver): ceil(m / panel_rows) of them.
-  const int64_t panels = ta == 'N' ? (m + std::max<int64_t>(1, panel_rows) - 1) / std::max<int64_t>(1, panel_rows) : 1;
-  const int64_t rows = (m + panels - 1) / panels;
+  const int64_t rows = ta == 'N' ? panelHeight(m, panel_rows) : m;
   for (int64_t r = 0; r < m; r += rows) {
     const int64_t h = std::min(rows, m - r);
     if (!matmulBias(ta, tb, h, n, k, a + r * k, b, ldb, bias, c + r * n, error)) return false;
@@ -269,31 +279,19 @@ ContractPlan planContract(const Shape& a, const Shape& b, const Shape& out) {
 
 namespace {
 
-// oneDNN 2.6 reads a row-major B ('N') in place, unpacked, when M and N are
-// small (its AVX2 "nocopy" kernels: 1/M + 1/N ≥ 0.0038, gemm_driver.cpp);
-// with a row stride that is a multiple of 2 KiB, such a B is slow on AMD
-// when it starts 32-byte aligned (a Zen 3, 2 threads, 256×1024×1024: 68–90
-// GFLOP/s; 16 bytes further on 133–163; rows padded by 64 bytes 158–188
-// wherever B starts). malloc places a tensor either way, anew each run, so
-// which GEMM of a step was slow changed from run to run. There such a B is
-// copied with padded rows — only when it starts 32-byte aligned: elsewhere
-// the copy cost as much as it saved or more (bench/gemm_bench's last
-// section, a Zen 3 on 2 threads, ms in place / padded with the copy, B at
-// +0 and +16 bytes from a 64-byte boundary: MLP fc2 forward 5.87 / 3.34 and
-// 3.25 / 3.35, Fashion fc1 forward 0.78 / 0.71 and 0.59 / 0.72, char GPT's
-// fc1 weight gradient 2.05 / 1.74 and 1.61 / 1.70). The copy is O(K·N)
-// against the GEMM's O(M·K·N). Padding changes no bits
-// (EpilogueTest.PaddedRowsOfBGiveTheUnpaddedBits), so the rule may look at
-// the address: the speed depends on where malloc put B, the results never.
-// contract and contractBias (the bias epilogue's matmul, --kernels jit's
-// Linear forward) share the rule; contractBias did not pad before
-// 2026-12-04, and the MLP's jit step ran 18.7–22.9 ms against 16.0–17.5
-// padded. On Intel (a 2-core Sapphire Rapids, 2026-12-03) the copy cost
-// more than it saved: 256×1024×1024 in column halves on two threads 150
-// GFLOP/s unpadded against 135 padded (the copy included); char GPT's fc1
-// weight gradient 1.75–2.55 ms unpadded against 3.07–3.94 ms padded, in a
-// step. So only AMD hosts pad (an AMD host with AVX-512 is not measured
-// either way).
+// oneDNN 2.6 reads a row-major B ('N') in place, unpacked, when a call's M
+// and N are small (gemm_driver.cpp, its "nocopy" kernels). On AMD, such a B
+// whose rows are a multiple of 2 KiB apart runs at about half speed when it
+// starts 32-byte aligned, and at full speed 16 bytes further on or with its
+// rows padded by 64 bytes; where malloc puts a tensor changes from run to
+// run, and so did which GEMM of a step was slow. There a B that starts
+// 32-byte aligned is copied with padded rows; elsewhere the copy costs as
+// much as it saves or more. Figures (bench/gemm_bench's last section) and
+// the Intel measurement that keeps other hosts unpadded: bench/README.md,
+// "B's rows on AMD". The copy is O(K·N) against the GEMM's O(M·K·N). It
+// changes no bits (EpilogueTest.PaddedRowsOfBGiveTheUnpaddedBits), so the
+// rule may look at the address: where malloc put B sets the speed, never
+// the results.
 constexpr int64_t kPadRows = 16;  // floats: one cache line
 bool hostPadsRows() {
 #if defined(__x86_64__)
@@ -306,33 +304,56 @@ bool hostPadsRows() {
   return false;
 #endif
 }
-// oneDNN 2.6's AVX2 threshold for reading A and B in place (gemm_driver.cpp nocopy_checker_avx2).
-bool readsBInPlace(int64_t m, int64_t n) { return 1.0 / static_cast<double>(m) + 1.0 / static_cast<double>(n) >= 0.0038; }
 
-// b: where oneDNN would read B (null: not known yet, padded whenever the shape asks).
-bool padB(const ContractPlan& p, const float* b) {
-  if (p.tb != 'N' || p.n % 512 != 0 || !readsBInPlace(p.m, p.n)) return false;
-  return pad_rows.value_or(hostPadsRows() && reinterpret_cast<uintptr_t>(b) % 32 == 0);
+// The first of oneDNN 2.6's tests for reading A and B in place, for the
+// kernels it runs here (nocopy_checker_avx2 / _avx512: 1/M + 1/N at or above
+// 0.0038 / 0.00196): sufficient, not the whole rule; its other cases are
+// smaller calls. Measured on AVX2 only (an AMD host with AVX-512 is not
+// measured either way).
+bool readsInPlace(int64_t m, int64_t n) {
+  static const double threshold = [] {
+    const int isa = static_cast<int>(dnnl_get_effective_cpu_isa());
+    return (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core ? 0.00196 : 0.0038;
+  }();
+  return 1.0 / static_cast<double>(std::max<int64_t>(m, 1)) + 1.0 / static_cast<double>(std::max<int64_t>(n, 1)) >=
+         threshold;
 }
 
 void padRows(float* dst, const float* src, int64_t rows, int64_t n) {
   for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * (n + kPadRows), src + r * n, static_cast<size_t>(n) * 4);
 }
 
+}  // namespace
+
+bool padsRowsOfB(char tb, int64_t call_m, int64_t call_n, int64_t n, std::optional<uintptr_t> b) {
+  if (tb != 'N' || n % 512 != 0 || !readsInPlace(call_m, call_n)) return false;
+  return pad_rows.value_or(hostPadsRows() && (!b || *b % 32 == 0));
+}
+
+namespace {
+
+// The columns of sgemm's first call: its block of the column split.
+int64_t sgemmCallColumns(int64_t m, int64_t n, int64_t k) {
+  return blockStart(1, columnBlocks(m, n, threadsFor(m, n, k)), n);
+}
 
 // A and B as the GEMM reads them: in place, or permuted into scratch (the
-// plan's layouts), B's rows then padded (padB); `after` is the scratch past
-// them, `extra` floats sized for the caller.
+// plan's layouts), B's rows then padded (padsRowsOfB, for oneDNN calls of
+// call_m × call_n); `rest` is the scratch past them, `extra` floats sized
+// for the caller.
 struct GemmOperands {
   const float *a, *b;
   int64_t ldb;
-  float* after;
+  float* rest;
 };
 
 GemmOperands gemmOperands(const ContractPlan& p, const float* a, const Shape& a_shape, const float* b,
-                          const Shape& b_shape, std::vector<float>& scratch, int64_t extra) {
-  // A B permuted into scratch has no address until the scratch is sized: it is padded whenever the shape asks.
-  const bool pad = padB(p, p.permute_b ? nullptr : b);
+                          const Shape& b_shape, std::vector<float>& scratch, int64_t extra, int64_t call_m,
+                          int64_t call_n) {
+  // A B permuted into scratch is placed later: it is padded whenever the shape asks (a second copy).
+  const std::optional<uintptr_t> at =
+      p.permute_b ? std::nullopt : std::optional<uintptr_t>(reinterpret_cast<uintptr_t>(b));
+  const bool pad = padsRowsOfB(p.tb, call_m, call_n, p.n, at);
   const int64_t na = p.permute_a ? p.m * p.k : 0, nb = p.permute_b ? p.k * p.n : 0;
   const int64_t np = pad ? p.k * (p.n + kPadRows) : 0;
   if (static_cast<int64_t>(scratch.size()) < na + nb + np + extra)
@@ -376,14 +397,14 @@ bool gemmInto(const float* a, const Shape& a_shape, const float* b, const Shape&
   }
   // Scratch: [operand copies | C | C permuted], each part only when needed.
   const int64_t nc = p.permute_c ? p.m * p.n : 0, nd = p.permute_c && accumulate ? p.m * p.n : 0;
-  const GemmOperands o = gemmOperands(p, a, a_shape, b, b_shape, scratch, nc + nd);
-  const float *aa = o.a, *bb = o.b;
-  const int64_t ldb = o.ldb;
-  float* sc = o.after;
+  const GemmOperands o =
+      gemmOperands(p, a, a_shape, b, b_shape, scratch, nc + nd, p.m, sgemmCallColumns(p.m, p.n, p.k));
+  float* sc = o.rest;
   float* sd = sc + nc;
   float* c = p.permute_c ? sc : out;
   const float beta = accumulate && !p.permute_c ? 1.0f : 0.0f;  // C = A·B + C: the base is out
-  if (!sgemm(p.ta, p.tb, p.m, p.n, p.k, 1.0f, aa, p.ta == 'N' ? p.k : p.m, bb, ldb, beta, c, p.n, error)) return false;
+  if (!sgemm(p.ta, p.tb, p.m, p.n, p.k, 1.0f, o.a, p.ta == 'N' ? p.k : p.m, o.b, o.ldb, beta, c, p.n, error))
+    return false;
   if (!p.permute_c) return true;
   if (!accumulate) {
     alignCopy(sc, p.c_as, out, out_shape);
@@ -430,8 +451,9 @@ bool contractBias(const float* a, const Shape& a_shape, const float* b, const Sh
     return true;
   }
   // Operands laid out otherwise are permuted into scratch, and B's rows padded, as for contract.
-  const GemmOperands o = gemmOperands(p, a, a_shape, b, b_shape, scratch, 0);
   const int64_t rows = after ? epiloguePanelRows(p.m, p.n, p.k) : p.m;  // nothing to run on panels: one call
+  const int64_t call_m = p.ta == 'N' ? panelHeight(p.m, rows) : p.m;  // matmulBiasPanels: one panel for Aᵀ
+  const GemmOperands o = gemmOperands(p, a, a_shape, b, b_shape, scratch, 0, call_m, p.n);
   return matmulBiasPanels(p.ta, p.tb, p.m, p.n, p.k, o.a, o.b, o.ldb, bias, out, rows, after, error);
 }
 

@@ -34,10 +34,19 @@ void setGemmThreads(int threads);
 // bench/gemm_bench's comparison.
 void setGemmColumnSplit(bool on);
 
-// Whether contract copies a row-major B whose row stride is a multiple of
-// 2 KiB into padded rows when M < 512 (gemm.cc padB): by default the host's
-// rule (AMD only); tests force either path on any host. The calling thread's.
+// Whether contract and contractBias copy a row-major B whose rows are a
+// multiple of 2 KiB into padded rows where oneDNN reads B in place (gemm.cc
+// padsRowsOfB): by default the host's rule (AMD only, and only a B that
+// starts 32-byte aligned); tests force either path on any host. The calling
+// thread's. Padded or not, the results have the same bits.
 void setGemmRowPadding(std::optional<bool> on);
+
+// The rule, exposed for its tests: whether one oneDNN call of call_m rows
+// and call_n columns (after the column split and the epilogue's panels)
+// reading B (`tb`, n columns in all) gets B's rows padded; `b` is where B
+// starts, or nullopt for a B permuted into scratch, placed later (padded
+// whenever the shape asks).
+bool padsRowsOfB(char tb, int64_t call_m, int64_t call_n, int64_t n, std::optional<uintptr_t> b);
 
 // How one contraction maps onto a GEMM. a's names split into M (a only, a's
 // order) and K (shared); b's into K and N (b only). An operand is used in
@@ -55,11 +64,11 @@ struct ContractPlan {
 
 ContractPlan planContract(const Shape& a, const Shape& b, const Shape& out);
 
-// C[M, N] = op(A) · op(B) + bias (a row of N added to every row of C), row-major, dense (lda, ldb
-// and ldc are the rows' lengths), through oneDNN's matmul primitive with the bias as a post-op: the
-// product rounded to f32 plus the bias in f32, the sum of an unfused add node. The primitive is
-// created once per (M, N, K, transposes, B's row stride, threads) and calling thread, and reused.
-// B's rows are `ldb` floats apart (contractBias pads them as contract does: gemm.cc padB).
+// C[M, N] = op(A) · op(B) + bias (a row of N added to every row of C), row-major, A and C dense
+// (lda and ldc are the rows' lengths), B's rows `ldb` floats apart (contractBias pads them as
+// contract does), through oneDNN's matmul primitive with the bias as a post-op: the product
+// rounded to f32 plus the bias in f32, the sum of an unfused add node. The primitive is created
+// once per (M, N, K, transposes, B's row stride, threads) and calling thread, and reused.
 bool matmulBias(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, int64_t ldb,
                 const float* bias, float* c, std::string* error);
 
