@@ -12,7 +12,7 @@
 // relu'd right after (and other panel heights for comparison); and for the
 // logits' N 10 (and 32 to 128), matmulBias against sgemm then a bias add,
 // and plain sgemm. Then where a 2 KiB-strided B starts against padding its
-// rows (the rule of gemm.cc padB). Each line times its variants alternately,
+// rows (the rule of gemm.cc padsRowsOfB). Each line times its variants alternately,
 // best of reps.
 //
 //   gemm_bench [--threads=N] [--reps=N] [--openblas=PATH]
@@ -231,7 +231,7 @@ void columnSection(int threads, int reps) {
   }
 }
 
-// Where B starts, against padding its rows (gemm.cc padB): a row-major B
+// Where B starts, against padding its rows (gemm.cc padsRowsOfB): a row-major B
 // whose rows are a multiple of 2 KiB, read in place by oneDNN's AVX2 kernels
 // (small M), at 0, 16, 32 and 48 bytes past a 64-byte boundary, unpadded
 // against copied into rows padded by 64 bytes (the copy inside the time),
@@ -249,10 +249,12 @@ void alignmentSection(int threads, int reps) {
     char ta;
     int64_t m, n, k;
   };
-  for (const Shape3& c : {Shape3{"MLP fc2 forward", 'N', 256, 1024, 1024}, Shape3{"Fashion fc1 forward", 'N', 128, 512, 784},
+  constexpr int64_t kPad = 16;  // floats, as gemm.cc's kPadRows
+  for (const Shape3& c : {Shape3{"MLP fc2 forward", 'N', 256, 1024, 1024},
+                          Shape3{"Fashion fc1 forward", 'N', 128, 512, 784},
                           Shape3{"char GPT fc1 dW", 'T', 128, 512, 2048}}) {
     std::vector<float> a = normals(rng, c.m * c.k), b = normals(rng, c.k * c.n + 64), y(static_cast<size_t>(c.m * c.n));
-    std::vector<float> padded(static_cast<size_t>(c.k * (c.n + 16) + 16));
+    std::vector<float> padded(static_cast<size_t>(c.k * (c.n + kPad) + 16));
     // 64-byte boundaries inside the vectors (their data is 16-byte aligned).
     auto at64 = [](std::vector<float>& v) {
       const auto p = reinterpret_cast<uintptr_t>(v.data());
@@ -263,16 +265,18 @@ void alignmentSection(int threads, int reps) {
     std::printf("%-20s %c%c %4lldx%4lldx%4lld:", c.label, c.ta, 'N', static_cast<long long>(c.m),
                 static_cast<long long>(c.n), static_cast<long long>(c.k));
     const int64_t lda = c.ta == 'N' ? c.k : c.m;
+    auto gemm = [&](const float* bb, int64_t ldb) {
+      ok(f::sgemm(c.ta, 'N', c.m, c.n, c.k, 1.0f, a.data(), lda, bb, ldb, 0.0f, y.data(), c.n, &err), err);
+    };
     for (int64_t off : {0, 4, 8, 12}) {
       const float* bb = b0 + off;
-      const std::vector<double> t = bestOf(
-          reps, {[&] { ok(f::sgemm(c.ta, 'N', c.m, c.n, c.k, 1.0f, a.data(), lda, bb, c.n, 0.0f, y.data(), c.n, &err), err); },
-                 [&] {
-                   for (int64_t r = 0; r < c.k; ++r)
-                     std::memcpy(pad0 + r * (c.n + 16), bb + r * c.n, static_cast<size_t>(c.n) * 4);
-                   ok(f::sgemm(c.ta, 'N', c.m, c.n, c.k, 1.0f, a.data(), lda, pad0, c.n + 16, 0.0f, y.data(), c.n, &err),
-                      err);
-                 }});
+      const std::vector<double> t = bestOf(reps, {[&] { gemm(bb, c.n); },
+                                                  [&] {
+                                                    for (int64_t r = 0; r < c.k; ++r)
+                                                      std::memcpy(pad0 + r * (c.n + kPad), bb + r * c.n,
+                                                                  static_cast<size_t>(c.n) * 4);
+                                                    gemm(pad0, c.n + kPad);
+                                                  }});
       std::printf("  +%2lld: %.2f / %.2f", static_cast<long long>(off * 4), t[0] * 1e3, t[1] * 1e3);
     }
     std::printf("\n");

@@ -20,7 +20,6 @@ using rt::optim::ParamState;
 constexpr int64_t kChunk = 1000;
 const std::vector<int64_t> kSizes = {0, 1, 7, 1000, 33, 4097};
 
-using dtl::testing::optimizerConfig;
 using dtl::testing::optimizerValues;
 
 struct Tensor {
@@ -104,9 +103,7 @@ std::vector<UpdateCase> updateCases() {
         for (Tensor& t : m) t.grad = optimizerValues(static_cast<int64_t>(t.grad.size()), rng, specials);
       }
     }
-  for (const OptimizerConfig& c : {optimizerConfig("adam", 1e-3), optimizerConfig("adam", 1e-3, 0, 0, 0.05), optimizerConfig("adamw", 3e-4, 0, 0, 0.1),
-                                   optimizerConfig("adamw", 50), optimizerConfig("sgd", 0.05, 0.9), optimizerConfig("sgd", 0.05, 0.9, 0.25, 0.01),
-                                   optimizerConfig("sgd", 1e6, 1.5), optimizerConfig("sgd", 0.05, 0.9, 0, 0, true)}) {
+  for (const OptimizerConfig& c : dtl::testing::extremeOptimizerConfigs()) {
     Optimizer opt(c);
     std::vector<Tensor> m = model(seed++, true);
     subnormalMoments(m, opt, seed++);

@@ -43,6 +43,16 @@ inline std::vector<rt::optim::OptimizerConfig> everyOptimizerConfig() {
           optimizerConfig("adamw", 3e-4, 0, 0, 0.1)};
 }
 
+// Settings that push the update's arithmetic to its edges (with subnormal
+// moments, NaN and ±inf in the tests that use them): L2 and decoupled decay,
+// a huge learning rate, momentum above 1, dampening, nesterov.
+inline std::vector<rt::optim::OptimizerConfig> extremeOptimizerConfigs() {
+  return {optimizerConfig("adam", 1e-3),           optimizerConfig("adam", 1e-3, 0, 0, 0.05),
+          optimizerConfig("adamw", 3e-4, 0, 0, 0.1), optimizerConfig("adamw", 50),
+          optimizerConfig("sgd", 0.05, 0.9),        optimizerConfig("sgd", 0.05, 0.9, 0.25, 0.01),
+          optimizerConfig("sgd", 1e6, 1.5),         optimizerConfig("sgd", 0.05, 0.9, 0, 0, true)};
+}
+
 inline float specialValue(std::mt19937_64& rng) {
   const float inf = std::numeric_limits<float>::infinity();
   const float v[] = {std::nanf(""), inf, -inf, 0.0f, -0.0f, 1e-40f, -3e-39f, FLT_MAX, -FLT_MAX, 1e30f, 1e-30f};

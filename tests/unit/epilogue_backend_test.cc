@@ -150,7 +150,8 @@ TEST_F(EpilogueTest, PaddedRowsOfBGiveTheUnpaddedBits) {
         Buf a = rand(transposed ? sh({Kb, Mb}) : sh({Mb, Kb})), b = rand(sh({Kb, W})), bias = rand(sh({W}));
         for (const Node& n : {withEpilogue(sh({Mb, W})), withEpilogue(sh({Mb, W}), {"relu"})}) {
           const auto [plain, padded] = paddedAndNot(*fast_, n, {&a, &b, &bias}, ctx_);
-          EXPECT_EQ(std::memcmp(plain.f.data(), padded.f.data(), plain.f.size() * 4), 0) << n.epilogue.size() << " post-ops";
+          EXPECT_EQ(std::memcmp(plain.f.data(), padded.f.data(), plain.f.size() * 4), 0)
+              << n.epilogue.size() << " post-ops";
         }
         Node product;
         product.op = Op::Contract;

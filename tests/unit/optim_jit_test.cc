@@ -31,14 +31,9 @@ using rt::optim::OptimizerConfig;
 using rt::optim::ParamState;
 using rt::optim::TensorStep;
 
-OptimizerConfig config(const std::string& name, double lr, double momentum = 0, double dampening = 0,
-                       double wd = 0, bool nesterov = false) {
-  return dtl::testing::optimizerConfig(name, lr, momentum, dampening, wd, nesterov);
-}
-std::vector<OptimizerConfig> everyConfig() { return dtl::testing::everyOptimizerConfig(); }
-std::vector<float> values(int64_t n, std::mt19937_64& rng, bool specials) {
-  return dtl::testing::optimizerValues(n, rng, specials);
-}
+using dtl::testing::everyOptimizerConfig;
+using dtl::testing::optimizerConfig;
+using dtl::testing::optimizerValues;
 
 // Bit for bit, but any NaN matches any NaN (x86 keeps an operand's payload,
 // and which operand LLVM puts first is its own choice).
@@ -61,8 +56,8 @@ Model makeModel(const std::vector<int64_t>& sizes, uint64_t seed, bool specials)
   std::mt19937_64 rng(seed);
   Model m;
   for (int64_t n : sizes) {
-    m.params.push_back(values(n, rng, specials));
-    m.grads.push_back(values(n, rng, specials));
+    m.params.push_back(optimizerValues(n, rng, specials));
+    m.grads.push_back(optimizerValues(n, rng, specials));
   }
   m.states.resize(sizes.size());
   return m;
@@ -78,7 +73,7 @@ std::vector<TensorStep> steps(Model& m) {
 
 void newGrads(Model& m, uint64_t seed, bool specials) {
   std::mt19937_64 rng(seed);
-  for (std::vector<float>& g : m.grads) g = values(static_cast<int64_t>(g.size()), rng, specials);
+  for (std::vector<float>& g : m.grads) g = optimizerValues(static_cast<int64_t>(g.size()), rng, specials);
 }
 
 void expectSame(const Model& a, const Model& b, const std::string& what) {
@@ -122,7 +117,7 @@ void compareWithFast(const OptimizerConfig& c, const std::vector<int64_t>& sizes
 const std::vector<int64_t> kSizes = {0, 1, 7, 1000, 33, 4097};
 
 TEST(OptimJit, EveryVariantEqualsFastBitwise) {
-  for (const OptimizerConfig& c : everyConfig()) {
+  for (const OptimizerConfig& c : everyOptimizerConfig()) {
     SCOPED_TRACE(c.name + " momentum " + std::to_string(c.momentum) + " wd " + std::to_string(c.weight_decay) +
                  (c.nesterov ? " nesterov" : ""));
     compareWithFast(c, kSizes, kUpdateChunk, 1, /*specials=*/false);
@@ -131,7 +126,7 @@ TEST(OptimJit, EveryVariantEqualsFastBitwise) {
 }
 
 TEST(OptimJit, NonFiniteValuesEqualFastBitwise) {
-  for (const OptimizerConfig& c : everyConfig()) {
+  for (const OptimizerConfig& c : everyOptimizerConfig()) {
     SCOPED_TRACE(c.name + " momentum " + std::to_string(c.momentum) + " wd " + std::to_string(c.weight_decay));
     compareWithFast(c, kSizes, 64, 1, /*specials=*/true);
   }
@@ -142,18 +137,18 @@ TEST(OptimJit, NonFiniteValuesEqualFastBitwise) {
 // with and without one, over parameters it keeps and ones it must move.
 TEST(OptimJit, SubnormalFirstMomentsEqualFastBitwise) {
   const std::vector<int64_t> sizes = {1, 63, 64, 65, 1000, 4097};
-  for (const OptimizerConfig& c :
-       {config("adam", 1e-3), config("adam", 1e-3, 0, 0, 0.05), config("adamw", 3e-4, 0, 0, 0.1), config("adamw", 50),
-        config("sgd", 0.05, 0.9), config("sgd", 0.05, 0.9, 0.25, 0.01), config("sgd", 1e6, 1.5),
-        config("sgd", 0.05, 0.9, 0, 0, true), config("sgd", 0.05, 0.9, std::numeric_limits<double>::infinity()),
-        config("adam", 100), config("adam", 1e30)}) {
+  std::vector<OptimizerConfig> configs = dtl::testing::extremeOptimizerConfigs();
+  for (const OptimizerConfig& c : {optimizerConfig("sgd", 0.05, 0.9, std::numeric_limits<double>::infinity()),
+                                   optimizerConfig("adam", 100), optimizerConfig("adam", 1e30)})
+    configs.push_back(c);
+  for (const OptimizerConfig& c : configs) {
     SCOPED_TRACE(c.name + " lr " + std::to_string(c.lr) + " wd " + std::to_string(c.weight_decay));
     Model fast = makeModel(sizes, 21, true);
     std::mt19937_64 rng(5);
     for (size_t k = 0; k < sizes.size(); ++k) {
       std::vector<float>& g = fast.grads[k];
-      fast.states[k].a = values(sizes[k], rng, true);
-      fast.states[k].b = values(sizes[k], rng, false);
+      fast.states[k].a = optimizerValues(sizes[k], rng, true);
+      fast.states[k].b = optimizerValues(sizes[k], rng, false);
       for (size_t i = 0; i < g.size(); ++i) {
         if ((i / 64) % 3 == 1 || rng() % 4 == 0) continue;  // some blocks without one
         uint32_t bits = (1 + static_cast<uint32_t>(rng() % 0x7fffff)) | (rng() % 2 ? 0x80000000u : 0u);
@@ -181,13 +176,14 @@ TEST(OptimJit, SubnormalFirstMomentsEqualFastBitwise) {
 
 TEST(OptimJit, DefaultChunksSplitALargeTensorOverTwoThreads) {
   const std::vector<int64_t> sizes = {3 * kUpdateChunk + 17, 5, kUpdateChunk};
-  for (const OptimizerConfig& c : {config("sgd", 0.05, 0.9, 0, 0.01, true), config("adamw", 1e-3, 0, 0, 0.1)}) {
+  for (const OptimizerConfig& c :
+       {optimizerConfig("sgd", 0.05, 0.9, 0, 0.01, true), optimizerConfig("adamw", 1e-3, 0, 0, 0.1)}) {
     compareWithFast(c, sizes, kUpdateChunk, 2, true);
   }
 }
 
 TEST(OptimJit, OneAndTwoThreadsAreBitwiseAlike) {
-  for (const OptimizerConfig& c : everyConfig()) {
+  for (const OptimizerConfig& c : everyOptimizerConfig()) {
     Model one = makeModel(kSizes, 11, true), two = one;
     Optimizer opt(c);
     auto r = runner(c, 64);
@@ -209,7 +205,7 @@ TEST(OptimJit, OneAndTwoThreadsAreBitwiseAlike) {
 // optimiser's (sgd's later steps on its first) gives other bits.
 TEST(OptimJit, TheWrongVariantIsCaught) {
   Model fast = makeModel({1000}, 3, false), gen = fast;
-  const OptimizerConfig c = config("sgd", 0.05, 0.9, 0.5);
+  const OptimizerConfig c = optimizerConfig("sgd", 0.05, 0.9, 0.5);
   Optimizer opt(c);
   opt.update(fast.params[0].data(), fast.grads[0].data(), 1000, fast.states[0], 1, c.lr);
   std::string error;
@@ -222,7 +218,7 @@ TEST(OptimJit, TheWrongVariantIsCaught) {
 }
 
 TEST(OptimJit, ARefusedStepChangesNothing) {
-  const OptimizerConfig c = config("sgd", 0.1, 0.9);
+  const OptimizerConfig c = optimizerConfig("sgd", 0.1, 0.9);
   Optimizer opt(c);
   auto r = runner(c);
   ASSERT_TRUE(r);
@@ -234,7 +230,7 @@ TEST(OptimJit, ARefusedStepChangesNothing) {
   EXPECT_EQ(m.params, before);
   EXPECT_TRUE(m.states[0].a.empty());  // created for this step, dropped with it
 
-  const OptimizerConfig a = config("adam", 1e-3);
+  const OptimizerConfig a = optimizerConfig("adam", 1e-3);
   auto ra = runner(a);
   ASSERT_TRUE(ra);
   Model n = makeModel({4}, 5, false);
@@ -243,17 +239,17 @@ TEST(OptimJit, ARefusedStepChangesNothing) {
 }
 
 TEST(OptimJit, VariantsOfAnOptimizer) {
-  EXPECT_EQ(updateVariants(Optimizer(config("sgd", 0.1))).size(), 1u);
-  EXPECT_EQ(updateVariants(Optimizer(config("sgd", 0.1, 0.9))).size(), 2u);  // its first step and the rest
-  EXPECT_EQ(updateVariants(Optimizer(config("adamw", 0.1))).size(), 1u);
-  EXPECT_EQ(updateVariants(Optimizer(config("adamw", 0.1)))[0].name(), "adamw");
+  EXPECT_EQ(updateVariants(Optimizer(optimizerConfig("sgd", 0.1))).size(), 1u);
+  EXPECT_EQ(updateVariants(Optimizer(optimizerConfig("sgd", 0.1, 0.9))).size(), 2u);  // its first step and the rest
+  EXPECT_EQ(updateVariants(Optimizer(optimizerConfig("adamw", 0.1))).size(), 1u);
+  EXPECT_EQ(updateVariants(Optimizer(optimizerConfig("adamw", 0.1)))[0].name(), "adamw");
 }
 
 // O3 vectorises every variant's element loop (its pointers are noalias),
 // with vector fma where the loop has fma: what makes one core stream at
 // memory speed.
 TEST(OptimJit, TheX86KernelsAreVectorised) {
-  for (const OptimizerConfig& c : everyConfig()) {
+  for (const OptimizerConfig& c : everyOptimizerConfig()) {
     for (const optim_step::Variant& v : updateVariants(Optimizer(c))) {
       const std::string ir = codegen::updateX86Ir(v, /*optimised=*/true);
       EXPECT_NE(ir.find("x float> @llvm.fma.v"), std::string::npos) << v.name() << "\n" << ir;
@@ -271,7 +267,7 @@ TEST(OptimJit, PtxOfEveryVariantAssembles) {
   const fs::path dir = fs::temp_directory_path() / ("dtl_optim_ptx_" + std::to_string(getpid()));
   fs::create_directories(dir);
   int assembled = 0;
-  for (const OptimizerConfig& c : everyConfig()) {
+  for (const OptimizerConfig& c : everyOptimizerConfig()) {
     for (const optim_step::Variant& v : updateVariants(Optimizer(c))) {
       std::string ptx, error;
       ASSERT_TRUE(codegen::updatePtx(v, &ptx, &error)) << error;

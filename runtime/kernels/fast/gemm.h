@@ -96,7 +96,7 @@ bool biasFits(const Shape& a, const Shape& b, const Shape& out, const Shape& bia
 
 // out[out_shape] = a @ b + bias over the N names (biasFits), by
 // matmulBiasPanels: with `after`, in panels of epiloguePanelRows, `after` on
-// each; without, in one call. B's rows are padded by contract's rule (padB).
+// each; without, in one call. B's rows are padded by contract's rule (padsRowsOfB).
 bool contractBias(const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, const float* bias,
                   float* out, const Shape& out_shape, std::vector<float>& scratch, std::string* error,
                   const PanelFn& after = {});
