@@ -121,22 +121,17 @@ class UpdateEmitter {
 
   // The state's decay fma(d, c, x·beta) for an element whose x is subnormal
   // and d is ±0, on the integer grid (subnormal.h); the float arithmetic,
-  // with x as 0 where it is emulated, elsewhere. *exact: where it is.
+  // with x as 0 where it is emulated, elsewhere. *exact: where it is. The
+  // caller runs it only for a finite c (subnormalBlocks' `emulates`).
   Value* decayedState(Value* x, Value* d, Value* beta, Value* c, Value** exact) {
     Value* x_bits = bitsOf(x);
-    Value* product = b_.CreateFMul(b_.CreateUIToFP(b_.CreateAnd(x_bits, i32(0x007fffff)), b_.getDoubleTy()),
-                                   b_.CreateFPExt(beta, b_.getDoubleTy()));
-    Value* below = b_.CreateSelect(b_.CreateFCmpOLT(product, f64(0x1p24)), product, f64(0x1p24));  // NaN: 2^24
-    Value* clamped = b_.CreateSelect(b_.CreateFCmpOGT(below, f64(0)), below, f64(0));         // negative: 0
-    Value* decayed =
-        b_.CreateFPToUI(b_.CreateIntrinsic(llvm::Intrinsic::nearbyint, {b_.getDoubleTy()}, {clamped}), b_.getInt32Ty());
+    // subnormal::decayedMantissa: fma(M, beta, 2^23) rounds M·beta once onto
+    // the integers of [2^23, 2^24); its bits less 2^23's are rint(M·beta)
+    Value* mantissa = b_.CreateSIToFP(b_.CreateAnd(x_bits, i32(0x007fffff)), f32());
+    Value* decayed = b_.CreateSub(bitsOf(fma(mantissa, beta, f32c(0x1p23f))), i32(rt::optim::subnormal::kShiftBits));
     Value* is_subnormal = b_.CreateICmpULT(b_.CreateSub(b_.CreateAnd(x_bits, i32(0x7fffffff)), i32(1)), i32(0x007fffff));
-    Value* in_grid = b_.CreateAnd(b_.CreateICmpNE(decayed, i32(0)), b_.CreateICmpULT(decayed, i32(0x00800000)));
-    // fma(±0, c, y) = y needs a finite c (SGD's 1 - dampening is not checked)
-    Value* finite_c = b_.CreateFCmpOLT(b_.CreateIntrinsic(llvm::Intrinsic::fabs, {f32()}, {c}),
-                                       llvm::ConstantFP::getInfinity(f32()));
-    *exact = b_.CreateAnd(b_.CreateAnd(is_subnormal, b_.CreateFCmpOEQ(d, llvm::ConstantFP::get(f32(), 0.0))),
-                          b_.CreateAnd(in_grid, finite_c));
+    Value* in_grid = b_.CreateICmpULT(b_.CreateSub(decayed, i32(1)), i32(0x007fffff));  // 0 < decayed < 2^23
+    *exact = b_.CreateAnd(b_.CreateAnd(is_subnormal, b_.CreateFCmpOEQ(d, llvm::ConstantFP::get(f32(), 0.0))), in_grid);
     Value* exact_mask = b_.CreateSExt(*exact, b_.getInt32Ty());
     Value* x_in = floatOf(b_.CreateAnd(x_bits, b_.CreateNot(exact_mask)));
     Value* fp = fma(d, c, b_.CreateFMul(x_in, beta));
@@ -177,14 +172,19 @@ class UpdateEmitter {
   }
 
   // optimizer.cc's adamLoop and sgdLoop: 64-element blocks; one with a
-  // subnormal state x runs `emulating`, the others `plain`.
-  void subnormalBlocks(Value* x, Value* n, const std::function<void(Value*)>& plain,
+  // subnormal state x runs `emulating`, the others `plain`. fma(±0, c, y) =
+  // y needs a finite c (SGD's 1 - dampening is not checked): with another c
+  // every block runs `plain`, subnormal operands and all. A scalar test,
+  // so the vector loop carries no mask for it.
+  void subnormalBlocks(Value* x, Value* n, Value* c, const std::function<void(Value*)>& plain,
                        const std::function<void(Value*)>& emulating) {
+    Value* emulates = b_.CreateFCmpOLT(b_.CreateIntrinsic(llvm::Intrinsic::fabs, {f32()}, {c}),
+                                       llvm::ConstantFP::getInfinity(f32()));
     Value* block = b_.getInt64(rt::optim::subnormal::kBlock);
     stridedLoop(b_.getInt64(0), n, block, "b", [&](Value* lo) {
       Value* end = b_.CreateAdd(lo, block);
       Value* hi = b_.CreateSelect(b_.CreateICmpSLT(end, n), end, n);
-      Value* any = anySubnormal(x, lo, hi);
+      Value* any = b_.CreateAnd(emulates, anySubnormal(x, lo, hi));
       llvm::Function* fn = b_.GetInsertBlock()->getParent();
       auto* plain_bb = llvm::BasicBlock::Create(ctx_, "plain", fn);
       auto* emulating_bb = llvm::BasicBlock::Create(ctx_, "emulating", fn);
@@ -276,11 +276,11 @@ class UpdateEmitter {
     const bool sgd_momentum = v_.rule == Variant::Rule::Sgd && v_.momentum && !v_.first && !v_.nesterov;
     if (target_ == Target::X86 && v_.rule == Variant::Rule::Adam) {
       Value* bound = vanishBound(s[optim_step::kAdamNegStepSize]);
-      subnormalBlocks(a, n, [&](Value* i) { adamElement(p, g, a, bv, i, s); },
+      subnormalBlocks(a, n, s[optim_step::kAdamOneMinusBeta1], [&](Value* i) { adamElement(p, g, a, bv, i, s); },
                       [&](Value* i) { adamElementSubnormal(p, g, a, bv, i, s, bound); });
     } else if (target_ == Target::X86 && sgd_momentum) {
       Value* bound = vanishBound(s[optim_step::kSgdNegLr]);
-      subnormalBlocks(a, n, [&](Value* i) { sgdElement(p, g, a, i, s); },
+      subnormalBlocks(a, n, s[optim_step::kSgdOneMinusDampening], [&](Value* i) { sgdElement(p, g, a, i, s); },
                       [&](Value* i) { sgdElementSubnormal(p, g, a, i, s, bound); });
     } else {
       stridedLoop(lo, f->getArg(4), step, "i", [&](Value* i) {
@@ -362,7 +362,8 @@ std::unique_ptr<llvm::Module> emitUpdate(const Variant& v, Target target, llvm::
 // The kernel is fixed by its variant (the scalars are arguments), so the
 // variant's name is the text its key hashes, with this file's own version:
 // bump it whenever the code emitted here changes.
-constexpr int kUpdateVersion = 5;  // 2: 256-bit vectors; 3: subnormal first moments; 4: and momentum buffers; 5: review fixes
+constexpr int kUpdateVersion = 6;  // 2: 256-bit vectors; 3: subnormal first moments; 4: and momentum buffers; 5: review fixes;
+                                   // 6: the decayed mantissa by one f32 fma
 std::string updateCacheKey(const Variant& v) {
   return hostCacheKey("multi-tensor update v" + std::to_string(kUpdateVersion) + " " + v.name());
 }

@@ -88,7 +88,10 @@ class JitUpdate : public rt::optim::MultiTensorUpdate {
       k.run(table.data(), 0, chunks, s);
       return;
     }
-#pragma omp parallel for num_threads(t) schedule(static)
+    // Dynamic: a chunk whose blocks hold subnormal moments costs more than
+    // one whose do not (they sit in some tensors, not spread evenly), and
+    // which thread runs a chunk never changes its bits.
+#pragma omp parallel for num_threads(t) schedule(dynamic, 1)
     for (int64_t c = 0; c < chunks; ++c) k.run(table.data(), c, c + 1, s);
   }
 

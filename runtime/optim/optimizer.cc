@@ -66,8 +66,6 @@ DTL_OPTIM_INLINE void sgdBlockSubnormal(const SgdArgs& s, float vanish_bound, in
   float* DTL_OPTIM_RESTRICT p = s.p;
   const float* DTL_OPTIM_RESTRICT g = s.g;
   float* DTL_OPTIM_RESTRICT buf = s.buf;
-  // fma(±0, c, y) = y needs a finite c = 1 - dampening (PyTorch does not check dampening)
-  const uint32_t finite_c = std::isfinite(s.one_minus_dampening) ? ~0u : 0u;
   for (int64_t i = begin; i < end; ++i) {
     const float pi = p[i];
     float d = g[i];
@@ -75,8 +73,7 @@ DTL_OPTIM_INLINE void sgdBlockSubnormal(const SgdArgs& s, float vanish_bound, in
     const uint32_t b_bits = bits(buf[i]);
     const uint32_t decayed = subnormal::decayedMantissa(b_bits, s.momentum);
     const uint32_t x =
-        ((subnormal::isSubnormal(b_bits) & (d == 0.0f) & (decayed != 0) & (decayed < 0x00800000u)) ? ~0u : 0u) &
-        finite_c;
+        (subnormal::isSubnormal(b_bits) & (d == 0.0f) & subnormal::onGrid(decayed)) ? ~0u : 0u;
     const float b_in = fromBits(b_bits & ~x);  // 0 where the buffer is emulated
     const float b_fp = std::fma(d, s.one_minus_dampening, b_in * s.momentum);
     const float b = fromBits((bits(b_fp) & ~x) | (((b_bits & 0x80000000u) | decayed) & x));
@@ -93,9 +90,12 @@ DTL_OPTIM_INLINE void sgdLoop(const SgdArgs& s) {
     sgdElements<kWd, kMomentum, kFirst, kNesterov>(s, 0, s.n);
   } else {
     const float vanish_bound = subnormal::vanishBound(s.neg_lr);
+    // fma(±0, c, y) = y needs a finite c = 1 - dampening (PyTorch does not
+    // check dampening): with another, the plain loop, subnormals and all
+    const bool emulates = std::isfinite(s.one_minus_dampening);
     for (int64_t b = 0; b < s.n; b += subnormal::kBlock) {
       const int64_t e = std::min(s.n, b + subnormal::kBlock);
-      if (subnormal::anySubnormal(s.buf + b, e - b)) {
+      if (emulates && subnormal::anySubnormal(s.buf + b, e - b)) {
         sgdBlockSubnormal<kWd>(s, vanish_bound, b, e);
       } else {
         sgdElements<kWd, kMomentum, kFirst, kNesterov>(s, b, e);
@@ -162,7 +162,7 @@ DTL_OPTIM_INLINE void adamBlockSubnormal(const AdamArgs& s, float vanish_bound, 
     const uint32_t m_bits = bits(m[i]);
     const uint32_t decayed = subnormal::decayedMantissa(m_bits, s.beta1);
     const uint32_t x =
-        (subnormal::isSubnormal(m_bits) & (gi == 0.0f) & (decayed != 0) & (decayed < 0x00800000u)) ? ~0u : 0u;
+        (subnormal::isSubnormal(m_bits) & (gi == 0.0f) & subnormal::onGrid(decayed)) ? ~0u : 0u;
     const float m_in = fromBits(m_bits & ~x);  // 0 where the moment is emulated
     const float mi_fp = std::fma(gi, s.one_minus_beta1, m_in * s.beta1);
     const float vi = std::fma(s.one_minus_beta2 * gi, gi, v[i] * s.beta2);

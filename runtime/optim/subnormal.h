@@ -12,9 +12,10 @@
 //
 // The rule, for one element whose gradient (after L2 or weight decay) is ±0
 // and whose exp_avg m = ±M·2^-149 is subnormal (0 < M < 2^23):
-//  - exp_avg' = fma(±0, 1-beta1, m·beta1) = fl(m·beta1) = ±rint(M·beta1)·2^-149:
-//    M·beta1 is exact in double (23 × 24 bits) and rint rounds half to even,
-//    as the float product does on the subnormal grid. Where it rounds to 0
+//  - exp_avg' = fma(±0, 1-beta1, m·beta1) = fl(m·beta1) = ±rint(M·beta1)·2^-149,
+//    rint rounding half to even as the float product does on the subnormal
+//    grid; one f32 fma computes it with normal operands (decayedMantissa,
+//    checked against the product itself in optim_subnormal_test). Where it rounds to 0
 //    the sign of the zero depends on the gradient's, so that element takes
 //    the floating-point path. SGD's momentum buffer (buf' = fma(±0,
 //    1-dampening, buf·momentum), without Nesterov) is the same rule with
@@ -63,15 +64,21 @@ inline bool anySubnormal(const float* x, int64_t n) {
   return any != 0;
 }
 
-// rint(M·beta), the magnitude bits of fl(m·beta) for a subnormal m while
-// it is below 2^24 (a factor above 1 may make it normal, still exact below
-// 2^24; the caller takes it only below 2^23). Clamped to [0, 2^24] so that
-// no factor, inf, NaN or negative, makes the conversion undefined.
+// fl(M·beta + 2^23)'s bits less 2^23's: the float fma rounds M·beta once
+// onto the integers of [2^23, 2^24), so for 0 <= M·beta < 2^23 this is
+// rint(M·beta), half to even as the float product rounds on the subnormal
+// grid (2^23 is even). Callers take it only in (0, 2^23); a negative, NaN or
+// infinite product, or one of 2^23 or more, gives a value outside (it wraps
+// below 0 or lands at 2^23 and above). Every operand is normal or 0.
+inline constexpr uint32_t kShiftBits = 0x4b000000u;  // the bits of 2^23
+
 inline uint32_t decayedMantissa(uint32_t m_bits, float beta) {
-  const double product = static_cast<double>(m_bits & 0x007fffffu) * static_cast<double>(beta);
-  const double below = product < 0x1p24 ? product : 0x1p24;  // NaN: 2^24
-  return static_cast<uint32_t>(std::nearbyint(below > 0 ? below : 0));  // a negative factor: 0
+  const float mantissa = static_cast<float>(static_cast<int32_t>(m_bits & 0x007fffffu));
+  return bits(std::fma(mantissa, beta, 0x1p23f)) - kShiftBits;
 }
+
+// 0 < decayed < 2^23: a subnormal mantissa, not 0
+inline bool onGrid(uint32_t decayed) { return decayed - 1u < 0x007fffffu; }
 
 // Q·2^100 as a float (normal for any step size above 2^-100, and at least
 // 2^-50), rounded up by the margin: NaN or inf where the step size is,

@@ -21,6 +21,7 @@
 
 #include "runtime/optim/optimizer.h"
 #include "runtime/optim/simd.h"
+#include "runtime/optim/subnormal.h"
 #include "tests/support/optimizer_configs.h"
 
 namespace dtl::rt::optim {
@@ -251,6 +252,30 @@ TEST(OptimSubnormalMoments, RoundHalfToEvenOnTheSubnormalGrid) {
   EXPECT_EQ(bitsOf(t.st.a[0]), 3774874u);
   EXPECT_EQ(bitsOf(t.st.a[1]), 0x80000001u);  // 0.9 rounds to 1: the smallest subnormal stays
   EXPECT_EQ(t.p[0], 1.0f);
+}
+
+// The decayed mantissa (one f32 fma onto the integers of [2^23, 2^24)) is
+// on the grid exactly where IEEE's m·beta is a nonzero subnormal, and then
+// has its bits: every small M, a stride through the rest, for the factors
+// Adam and SGD take (a factor above 1 grows M; 0.5 makes exact halves, ties).
+// A factor of 0 or below is never on the grid (the product's sign would be
+// the factor's: those elements take the plain arithmetic).
+TEST(OptimSubnormalMoments, DecayedMantissaIsTheFloatProductOnTheGrid) {
+  for (float beta : {0.9f, 0.999f, 0.5f, 0.75f, 1.5f, 0.0f, -0.9f}) {
+    int64_t on_grid = 0;
+    for (uint32_t m = 1; m < 0x00800000u; m += m < 4096 ? 1 : 97) {
+      for (uint32_t sign : {0u, 0x80000000u}) {
+        const float product = ofBits(sign | m) * beta;  // IEEE, the assist and all
+        const uint32_t decayed = subnormal::decayedMantissa(sign | m, beta);
+        const bool grid = subnormal::onGrid(decayed);
+        ASSERT_EQ(grid, beta > 0 && subnormal(product)) << "M " << m << " beta " << beta;
+        if (!grid) continue;
+        ++on_grid;
+        ASSERT_EQ(bitsOf(product) & 0x7fffffffu, decayed) << "M " << m << " beta " << beta;
+      }
+    }
+    if (beta > 0) EXPECT_GT(on_grid, 1000) << beta;
+  }
 }
 
 }  // namespace
