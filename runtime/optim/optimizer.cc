@@ -184,7 +184,8 @@ DTL_OPTIM_INLINE void adamBlockSubnormal(const AdamArgs& s, float vanish_bound, 
 // Blocks whose first moments are all normal (or zero) run the plain loop;
 // a block with a subnormal one runs adamBlockSubnormal. Both give PyTorch's
 // bits; the second only avoids x86's ~150-cycle microcode assist per
-// subnormal operand (Fashion-MNIST's border pixels: 5% of fc1's moments).
+// subnormal operand (the Fashion sample late in training: 3% of its
+// moments, in 63% of the blocks).
 template <bool kL2, bool kDecoupled>
 DTL_OPTIM_INLINE void adamLoop(const AdamArgs& s) {
   float* DTL_OPTIM_RESTRICT p = s.p;

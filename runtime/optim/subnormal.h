@@ -2,8 +2,9 @@
 // Adam's subnormal first moments and SGD's subnormal momentum buffers,
 // computed exactly without a subnormal operand.
 //
-// Why: a weight whose gradient stays exactly zero (Fashion-MNIST's border
-// pixels feed fc1 only zeros) keeps multiplying its exp_avg by beta1 until
+// Why: a weight whose gradient stays exactly zero (the weights in and out
+// of a ReLU unit that stopped firing, fc1's for a pixel that is 0 in every
+// image of the batch) keeps multiplying its exp_avg by beta1 until
 // the moment is subnormal, and it stays so for hundreds of steps. Each x86
 // SSE/AVX operation with a subnormal operand or result takes a microcode
 // assist of ~150 cycles: the Fashion sample's steps went from 3.6 to 6.0 ms
