@@ -106,13 +106,15 @@ Model makeModel(const ParamSet& s) {
   return m;
 }
 
-// Subnormal first moments as a `dtlc run` of the sample had them near step
-// 1000 of its 1872 (3.2% of all moments, in 63% of the 64-element blocks,
-// counted in the run; 0 before step ~650): whole rows of fc2 and fc3, the
-// weights out of ReLU units that stopped firing (7% of h1, 5% of h2), and
-// columns of fc1, one element in every block they cross. Their gradients
-// are exactly 0; exp_avg = 1e-39 decays to a few times 2^-149 and stays
-// subnormal there (rint(M·0.9) = M for M <= 5), as in the run.
+// Subnormal first moments placed as a `dtlc run` of the sample had them
+// near step 1000 of its 1872 (counted in the run: 3.2% of all moments, in
+// 63% of the 64-element blocks; none before step ~650), approximately:
+// whole rows of fc2 and fc3, the weights out of ReLU units that stopped
+// firing (7% of h1, 5% of h2), and 8 columns of fc1 (weights into h1
+// units), one element in every block they cross: 3.8% of the moments, in
+// 63% of the blocks. Their gradients are exactly 0; exp_avg = 1e-39 decays
+// by 0.9 a step and stays subnormal for the whole bench (M ~ 713,000 falls
+// to ~100 in 85 steps; rint(M·0.9) = M from M <= 4 on).
 void lateSubnormals(Model& m) {
   auto dead = [&](size_t tensor, int64_t i) {
     m.grads[tensor][static_cast<size_t>(i)] = 0.0f;

@@ -30,7 +30,7 @@ inline constexpr int64_t kUpdateChunk = int64_t{1} << 16;
 // it, waking threads costs more than it saves. 2^17, as the regions'
 // (JitOptions::parallel_work): at 2^20 the Fashion sample's 669,706
 // parameters ran on one thread, and its update took 0.85 ms a step late in
-// training against 0.47-0.61 on two (`dtlc run`, 4 epochs, the Zen 3).
+// training against 0.42-0.61 on two (`dtlc run`, 4 epochs, the Zen 3).
 inline constexpr int64_t kUpdateParallelElements = int64_t{1} << 17;
 
 // The variants `opt` runs (sgd with momentum: its first step and the rest).

@@ -4,7 +4,7 @@
 //
 // Why: a weight whose gradient stays exactly zero (the weights in and out
 // of a ReLU unit that stopped firing, fc1's for a pixel that is 0 in every
-// image of the batch) keeps multiplying its exp_avg by beta1 until
+// image) keeps multiplying its exp_avg by beta1 until
 // the moment is subnormal, and it stays so for hundreds of steps. Each x86
 // SSE/AVX operation with a subnormal operand or result takes a microcode
 // assist of ~150 cycles: the Fashion sample's steps went from 3.6 to 6.0 ms
@@ -69,8 +69,9 @@ inline bool anySubnormal(const float* x, int64_t n) {
 // onto the integers of [2^23, 2^24), so for 0 <= M·beta < 2^23 this is
 // rint(M·beta), half to even as the float product rounds on the subnormal
 // grid (2^23 is even). Callers take it only in (0, 2^23); a negative, NaN or
-// infinite product, or one of 2^23 or more, gives a value outside (it wraps
-// below 0 or lands at 2^23 and above). Every operand is normal or 0.
+// infinite product, or one of 2^23 - 1/2 or more, gives a value outside (0
+// for a product in [-1/2, 0], a wrap past 2^31 below that, 2^23 and above
+// for the rest). Every operand is normal or 0 for a normal beta.
 inline constexpr uint32_t kShiftBits = 0x4b000000u;  // the bits of 2^23
 
 inline uint32_t decayedMantissa(uint32_t m_bits, float beta) {

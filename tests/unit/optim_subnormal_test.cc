@@ -258,24 +258,33 @@ TEST(OptimSubnormalMoments, RoundHalfToEvenOnTheSubnormalGrid) {
 // on the grid exactly where IEEE's m·beta is a nonzero subnormal, and then
 // has its bits: every small M, a stride through the rest, for the factors
 // Adam and SGD take (a factor above 1 grows M; 0.5 makes exact halves, ties).
-// A factor of 0 or below is never on the grid (the product's sign would be
-// the factor's: those elements take the plain arithmetic).
+// A factor of 0 or below, NaN or infinite is never on the grid (the
+// product's sign would be the factor's, or it is not finite: those elements
+// take the plain arithmetic).
 TEST(OptimSubnormalMoments, DecayedMantissaIsTheFloatProductOnTheGrid) {
-  for (float beta : {0.9f, 0.999f, 0.5f, 0.75f, 1.5f, 0.0f, -0.9f}) {
-    int64_t on_grid = 0;
-    for (uint32_t m = 1; m < 0x00800000u; m += m < 4096 ? 1 : 97) {
-      for (uint32_t sign : {0u, 0x80000000u}) {
-        const float product = ofBits(sign | m) * beta;  // IEEE, the assist and all
-        const uint32_t decayed = subnormal::decayedMantissa(sign | m, beta);
-        const bool grid = subnormal::onGrid(decayed);
-        ASSERT_EQ(grid, beta > 0 && subnormal(product)) << "M " << m << " beta " << beta;
-        if (!grid) continue;
-        ++on_grid;
-        ASSERT_EQ(bitsOf(product) & 0x7fffffffu, decayed) << "M " << m << " beta " << beta;
-      }
+  const float inf = std::numeric_limits<float>::infinity();
+  auto check = [](uint32_t m, float beta) {
+    for (uint32_t sign : {0u, 0x80000000u}) {
+      const float product = ofBits(sign | m) * beta;  // IEEE, the assist and all
+      const uint32_t decayed = subnormal::decayedMantissa(sign | m, beta);
+      const bool grid = subnormal::onGrid(decayed);
+      EXPECT_EQ(grid, beta > 0 && subnormal(product)) << "M " << m << " beta " << beta;
+      if (grid) EXPECT_EQ(bitsOf(product) & 0x7fffffffu, decayed) << "M " << m << " beta " << beta;
+      if (::testing::Test::HasFailure()) return false;
     }
-    if (beta > 0) EXPECT_GT(on_grid, 1000) << beta;
+    return true;
+  };
+  for (float beta : {0.9f, 0.999f, 0.5f, 0.75f, 1.5f, 0.0f, -0.0f, -0.9f, 1e30f, inf, -inf,
+                     std::numeric_limits<float>::quiet_NaN()}) {
+    for (uint32_t m = 1; m < 0x00800000u; m += m < 4096 ? 1 : 97)
+      if (!check(m, beta)) return;
+    if (!check(0x007fffffu, beta)) return;  // the largest subnormal
   }
+  // 5592405 · 1.5 = 8388607.5: the tie rounds to 2^23, FLT_MIN, a normal product
+  EXPECT_TRUE(check(5592405u, 1.5f));
+  EXPECT_EQ(subnormal::decayedMantissa(5592405u, 1.5f), 0x00800000u);
+  EXPECT_TRUE(check(5592404u, 1.5f));  // 8388606: the largest subnormal
+  EXPECT_EQ(subnormal::decayedMantissa(5592404u, 1.5f), 0x007ffffeu);
 }
 
 }  // namespace
