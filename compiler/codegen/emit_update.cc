@@ -393,8 +393,9 @@ std::unique_ptr<llvm::Module> emitUpdate(const Variant& v, Target target, llvm::
 // The kernel is fixed by its variant (the scalars are arguments), so the
 // variant's name is the text its key hashes, with this file's own version:
 // bump it whenever the code emitted here changes.
-constexpr int kUpdateVersion = 7;  // 2: 256-bit vectors; 3: subnormal first moments; 4: and momentum buffers; 5: review fixes;
-                                   // 6: the decayed mantissa by one f32 fma; 7: Adam's block in two passes
+// 2: 256-bit vectors; 3: subnormal first moments; 4: and momentum buffers; 5: review fixes;
+// 6: the decayed mantissa by one f32 fma; 7: Adam's subnormal block in two passes
+constexpr int kUpdateVersion = 7;
 std::string updateCacheKey(const Variant& v) {
   return hostCacheKey("multi-tensor update v" + std::to_string(kUpdateVersion) + " " + v.name());
 }

@@ -263,22 +263,21 @@ TEST(OptimSubnormalMoments, RoundHalfToEvenOnTheSubnormalGrid) {
 // take the plain arithmetic).
 TEST(OptimSubnormalMoments, DecayedMantissaIsTheFloatProductOnTheGrid) {
   const float inf = std::numeric_limits<float>::infinity();
-  auto check = [](uint32_t m, float beta) {
+  auto check = [](uint32_t m, float beta) -> ::testing::AssertionResult {
     for (uint32_t sign : {0u, 0x80000000u}) {
       const float product = ofBits(sign | m) * beta;  // IEEE, the assist and all
       const uint32_t decayed = subnormal::decayedMantissa(sign | m, beta);
       const bool grid = subnormal::onGrid(decayed);
-      EXPECT_EQ(grid, beta > 0 && subnormal(product)) << "M " << m << " beta " << beta;
-      if (grid) EXPECT_EQ(bitsOf(product) & 0x7fffffffu, decayed) << "M " << m << " beta " << beta;
-      if (::testing::Test::HasFailure()) return false;
+      if (grid != (beta > 0 && subnormal(product)) || (grid && (bitsOf(product) & 0x7fffffffu) != decayed))
+        return ::testing::AssertionFailure() << "M " << m << " sign " << sign << " beta " << beta << ": product "
+                                             << hex(product) << ", decayed mantissa " << decayed;
     }
-    return true;
+    return ::testing::AssertionSuccess();
   };
   for (float beta : {0.9f, 0.999f, 0.5f, 0.75f, 1.5f, 0.0f, -0.0f, -0.9f, 1e30f, inf, -inf,
                      std::numeric_limits<float>::quiet_NaN()}) {
-    for (uint32_t m = 1; m < 0x00800000u; m += m < 4096 ? 1 : 97)
-      if (!check(m, beta)) return;
-    if (!check(0x007fffffu, beta)) return;  // the largest subnormal
+    for (uint32_t m = 1; m < 0x00800000u; m += m < 4096 ? 1 : 97) ASSERT_TRUE(check(m, beta));
+    ASSERT_TRUE(check(0x007fffffu, beta));  // the largest subnormal
   }
   // 5592405 · 1.5 = 8388607.5: the tie rounds to 2^23, FLT_MIN, a normal product
   EXPECT_TRUE(check(5592405u, 1.5f));
