@@ -84,8 +84,9 @@ constexpr int64_t kSyntheticSamples = int64_t{1} << 20;
 //    it is uniform in [0, int_range). Every other integer synthetic field is
 //    derived from it: targets[t] = (tokens[t mod n] * 7 + 3) mod int_range
 //    (n = the input's elements), a map a model can learn.
-// Synthetic values are bit-reproducible given the same libm (Box–Muller uses
-// log, sqrt, sin and cos); the epoch order is integer-only and fully portable.
+// Synthetic values are the same bits on every x86-64 CPU and libm (Box–Muller
+// with dtl's own f32 log, sin and cos: box_muller.h); the epoch order is
+// integer-only and fully portable.
 class Dataset {
  public:
   // Errors name the field and the file; every field of the split must have the

@@ -10,7 +10,8 @@ namespace dtl::rt::data::detail {
 
 // Float fields: N(0, 1); out[j] is element j of the sample. `field` is
 // nameHash(field name). Elements 2p and 2p+1 are the cos and sin halves of
-// one Box–Muller pair, so a sample costs one log and one sincos per two values.
+// one Box–Muller pair (box_muller.h), so a sample costs one hash, one log and
+// one sincos per two values.
 void syntheticNormals(uint64_t seed, uint64_t field, int64_t sample, float* out, int64_t n);
 // Integer input fields: uniform in [0, range).
 void syntheticInts(uint64_t seed, uint64_t field, int64_t sample, int32_t* out, int64_t n, int64_t range);
@@ -27,7 +28,7 @@ class Teacher {
 
  private:
   int64_t inputs_, classes_;
-  std::vector<float> pt_;  // P transposed: [inputs, kRank], so z accumulates in kRank lanes
+  std::vector<double> pt_;  // P transposed: [inputs, kRank], so z accumulates in kRank lanes (f32 values)
   std::vector<float> a_;   // [classes, kRank]
 };
 
