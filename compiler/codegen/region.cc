@@ -1,6 +1,8 @@
 // The region builder, its checks, printer and hash.
 #include "compiler/codegen/region.h"
 
+#include <bit>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
@@ -44,6 +46,13 @@ std::optional<Shape> broadcastOf(const std::vector<RegionNode>& nodes, std::init
   return s;
 }
 
+// Inputs are never equal (each is its own buffer); a constant is its bits (−0 is not 0).
+bool sameValue(const RegionNode& x, const RegionNode& y) {
+  return x.kind == y.kind && x.kind != Kind::Input && x.shape == y.shape && x.dtype == y.dtype && x.a == y.a &&
+         x.b == y.b && x.c == y.c && x.unary == y.unary && x.binary == y.binary && x.reduce == y.reduce &&
+         x.dim == y.dim && std::bit_cast<uint32_t>(x.value) == std::bit_cast<uint32_t>(y.value);
+}
+
 }  // namespace
 
 const char* fnName(UnaryFn fn) {
@@ -77,6 +86,15 @@ bool gradNeedsLibm(UnaryFn fn) {
 }
 
 int Region::add(RegionNode n) {
+  // Value numbering: a node that computes what an earlier one computes (same
+  // op, operands and attributes) is that node. The composites repeat pieces
+  // — a layer norm's gradient region rebuilds x̂ for the weight's gradient
+  // and again inside normalizeGrad — and every repeated reduction would be a
+  // loop nest of its own over the rows. Equal nodes give equal bits, so
+  // sharing them changes no result.
+  if (n.kind != Kind::Input)
+    for (size_t i = 0; i < nodes_.size(); ++i)
+      if (sameValue(nodes_[i], n)) return static_cast<int>(i);
   nodes_.push_back(std::move(n));
   std::string problem = validate();
   if (!problem.empty()) fail(name_, problem);

@@ -63,6 +63,45 @@ TEST(CodegenRegionDeathTest, BuilderRefusesAShapeConflict) {
   EXPECT_DEATH(r.unary(UnaryFn::Exp, flag), "operand %2 is Bool");
 }
 
+// Value numbering: building a node equal to an earlier one returns that one,
+// so the composites share what they both compute (a layer norm's gradient
+// region rebuilds x̂ for the gain's gradient and inside normalizeGrad).
+TEST(CodegenRegion, AnEqualNodeIsTheEarlierOne) {
+  Region r("equal");
+  const Shape s{{{"rows", 2}, {"d", 4}}};
+  const int x = r.input("x", s), y = r.input("y", s);
+  EXPECT_NE(x, y);  // inputs are buffers, never equal
+  const int mean = r.reduce(ReduceFn::Mean, x, "d");
+  EXPECT_EQ(r.reduce(ReduceFn::Mean, x, "d"), mean);
+  EXPECT_NE(r.reduce(ReduceFn::Sum, x, "d"), mean);
+  EXPECT_NE(r.reduce(ReduceFn::Mean, y, "d"), mean);
+  EXPECT_NE(r.reduce(ReduceFn::Mean, x, "rows"), mean);
+  EXPECT_EQ(r.constant(1.0f), r.constant(1.0f));
+  EXPECT_NE(r.constant(0.0f), r.constant(-0.0f));  // a constant is its bits
+  const int e = r.unary(UnaryFn::Exp, x);
+  EXPECT_EQ(r.unary(UnaryFn::Exp, x), e);
+  EXPECT_NE(r.unary(UnaryFn::Log, x), e);
+  EXPECT_NE(r.binary(BinaryFn::Sub, x, y), r.binary(BinaryFn::Sub, y, x));
+  // Two outputs of one node: each has its buffer, and one phase stores both.
+  r.output("a", mean);
+  r.output("b", r.reduce(ReduceFn::Mean, x, "d"));
+  const KernelPlan plan = planKernel(r);
+  ASSERT_EQ(plan.outputs, 2);
+  int stored = 0;
+  for (const PlanPhase& phase : plan.phases)
+    for (int b : phase.stores) stored += b == plan.inputs || b == plan.inputs + 1;
+  EXPECT_EQ(stored, 2);
+
+  Region ln("layer_norm_grad");
+  const Shape t{{{"seq", 3}, {"d", 8}}};
+  const int v = ln.input("x", t), dy = ln.input("dy", t);
+  ln.output("dgain", ln.binary(BinaryFn::Mul, dy, ln.normalize(v, "d", 1e-5f)));
+  ln.output("dx", ln.normalizeGrad(v, dy, "d", 1e-5f));
+  int reductions = 0;
+  for (const RegionNode& n : ln.nodes()) reductions += n.kind == Kind::Reduce;
+  EXPECT_EQ(reductions, 4) << printRegion(ln);  // μ, σ², mean(dy), mean(dy·x̂): x̂ built once, not twice
+}
+
 TEST(CodegenRegion, HashIsStableAndSeesEveryDetail) {
   EXPECT_EQ(hex64(regionHash(biasRelu())), hex64(regionHash(biasRelu())));
   EXPECT_EQ(hex64(regionHash(biasRelu())), "6a8454176b8ee8c1");  // fixed: a cache key must not drift between builds
