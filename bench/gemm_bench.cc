@@ -62,6 +62,7 @@ std::vector<Case> cases() {
       {"fc2  dW  1024x256x1024", sh({b, h}), sh({b, h2}), sh({h, h2}), 1024, 1024, 256, 'T', 'N'},
       {"fc3  fwd 256x1024x10  ", sh({b, h2}), sh({h2, c}), sh({b, c}), 256, 10, 1024, 'N', 'N'},
       {"fc3  dX  256x10x1024  ", sh({b, c}), sh({h2, c}), sh({b, h2}), 256, 1024, 10, 'N', 'T'},
+      {"fc3  dW  1024x256x10  ", sh({b, h2}), sh({b, c}), sh({h2, c}), 1024, 10, 256, 'T', 'N'},
   };
 }
 
@@ -192,8 +193,9 @@ void epilogueSection(int threads, int reps) {
   }
 }
 
-// gemm.cc's column blocks against oneDNN's own threading on the same call,
-// alternately: the MLP's contractions and its forward matmuls with a bias.
+// gemm.cc's column blocks (and, for fc3, its skinny blocks of rows or
+// columns) against oneDNN's own threading on the same call, alternately:
+// the MLP's contractions and its forward matmuls with a bias.
 void columnSection(int threads, int reps) {
   namespace f = dtl::rt::fast;
   if (threads < 2) return;
@@ -201,7 +203,8 @@ void columnSection(int threads, int reps) {
   std::mt19937 rng(3);
   auto randv = [&](int64_t n) { return normals(rng, n); };
   std::string err;
-  std::printf("\ncolumn blocks, one single-threaded call per thread, against oneDNN's %d threads (GFLOP/s best / median)\n",
+  std::printf("\ncolumn (or skinny) blocks, one single-threaded call per thread, against oneDNN's %d threads "
+              "(GFLOP/s best / median)\n",
               threads);
   std::printf("%-26s %18s %18s %8s\n", "call (MxKxN)", "blocks", "oneDNN", "best");
   auto line = [&](const std::string& label, double flop, const std::function<void()>& call) {

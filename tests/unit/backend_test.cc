@@ -540,6 +540,76 @@ TEST(FastSgemm, ColumnBlocksMatchADoubleSumAndRepeatBitwise) {
   fast::setGemmThreads(1);
 }
 
+// A product with a dim of at most 16 on 2 and 3 threads runs as one
+// single-threaded call per block of C's rows, or of its columns when C is
+// wider than tall (gemm.cc skinnyThreads): the MLP's logits and their two
+// gradients ('NN' N 10, 'NT' K 10, 'TN' N 10), a wide one (M 10), sgemm
+// and matmulBias. Within f32 rounding of a double sum, a NaN in A reaching
+// exactly what it should, the same bits on every call.
+TEST(FastSgemm, SkinnyBlocksMatchADoubleSumAndRepeatBitwise) {
+  struct Case {
+    char ta, tb;
+    int64_t m, n, k;
+  };
+  std::mt19937 rng(12);
+  std::normal_distribution<float> nd;
+  auto randv = [&](int64_t count) {
+    std::vector<float> v(static_cast<size_t>(count));
+    for (float& x : v) x = nd(rng);
+    return v;
+  };
+  for (Case cs : {Case{'N', 'N', 256, 10, 1024}, {'N', 'T', 256, 1024, 10}, {'T', 'N', 1024, 10, 256},
+                  {'N', 'N', 10, 1000, 300}, {'T', 'T', 10, 1000, 300}, {'N', 'N', 37, 3, 9000}}) {
+    const int64_t lda = cs.ta == 'N' ? cs.k : cs.m, ldb = cs.tb == 'N' ? cs.n : cs.k;
+    auto opA = [&](const std::vector<float>& a, int64_t i, int64_t p) {
+      return a[static_cast<size_t>(cs.ta == 'N' ? i * lda + p : p * lda + i)];
+    };
+    auto opB = [&](const std::vector<float>& b, int64_t p, int64_t j) {
+      return b[static_cast<size_t>(cs.tb == 'N' ? p * ldb + j : j * ldb + p)];
+    };
+    std::vector<float> a = randv(cs.m * cs.k), b = randv(cs.k * cs.n), c0 = randv(cs.m * cs.n), bias = randv(cs.n);
+    const int64_t nan_row = cs.m / 2 + 1;  // A(nan_row, 3) is NaN: C's row nan_row is NaN, every other row finite
+    a[static_cast<size_t>(cs.ta == 'N' ? nan_row * lda + 3 : 3 * lda + nan_row)] = std::nanf("");
+    for (int with_bias : {0, 1})
+      for (float beta : {0.0f, 1.0f}) {
+        if (with_bias && beta != 0.0f) continue;  // matmulBias overwrites C
+        for (int threads : {1, 2, 3}) {
+          fast::setGemmThreads(threads);
+          std::vector<float> c = c0, again = c0;
+          std::string err;
+          for (std::vector<float>* out : {&c, &again})
+            ASSERT_TRUE(with_bias ? fast::matmulBias(cs.ta, cs.tb, cs.m, cs.n, cs.k, a.data(), b.data(), ldb,
+                                                     bias.data(), out->data(), &err)
+                                  : fast::sgemm(cs.ta, cs.tb, cs.m, cs.n, cs.k, 1.0f, a.data(), lda, b.data(), ldb,
+                                                beta, out->data(), cs.n, &err))
+                << err;
+          const std::string what = std::string(1, cs.ta) + cs.tb + " " + std::to_string(cs.m) + "x" +
+                                   std::to_string(cs.n) + "x" + std::to_string(cs.k) + ", " +
+                                   std::to_string(threads) + " threads, beta " + std::to_string(beta) +
+                                   (with_bias ? ", bias" : "");
+          ASSERT_EQ(std::memcmp(c.data(), again.data(), c.size() * sizeof(float)), 0) << what << ": two calls, other bits";
+          for (int64_t i = 0; i < cs.m; ++i)
+            for (int64_t j = 0; j < cs.n; ++j) {
+              double sum = beta * static_cast<double>(c0[static_cast<size_t>(i * cs.n + j)]), size = std::fabs(sum);
+              for (int64_t p = 0; p < cs.k; ++p) {
+                const double x = opA(a, i, p), y = opB(b, p, j);
+                sum += x * y;
+                size += std::fabs(x * y);
+              }
+              if (with_bias) sum += bias[static_cast<size_t>(j)], size += std::fabs(bias[static_cast<size_t>(j)]);
+              const float got = c[static_cast<size_t>(i * cs.n + j)];
+              if (i == nan_row) {
+                ASSERT_TRUE(std::isnan(got)) << what << ": row " << i << ", column " << j;
+              } else {
+                ASSERT_NEAR(got, sum, 1e-5 * size + 1e-6) << what << ": row " << i << ", column " << j;
+              }
+            }
+        }
+      }
+  }
+  fast::setGemmThreads(1);
+}
+
 // The executor computes each copy's gradient straight into its block of the
 // slice_grad's output; both backends must then leave those blocks intact and
 // still fill the others.

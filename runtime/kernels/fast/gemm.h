@@ -30,8 +30,9 @@ bool sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const
 void setGemmThreads(int threads);
 
 // Whether a GEMM with few rows runs as one column block per thread (gemm.cc
-// columnBlocks: the rule, on by default) on the calling thread; off only for
-// bench/gemm_bench's comparison.
+// columnBlocks), and one with a dim of at most 16 as one block of rows or
+// columns per thread (gemm.cc skinnyThreads), on the calling thread: the
+// rules, on by default; off only for bench/gemm_bench's comparisons.
 void setGemmColumnSplit(bool on);
 
 // Whether contract and contractBias copy a row-major B whose rows are a
