@@ -138,7 +138,8 @@ std::pair<Buf, Buf> paddedAndNot(Backend& fast, const Node& n, std::vector<Buf*>
 // its bias have the same bits: only where B's rows lie changes, so a host's
 // rule — and where malloc put B — changes the speed, never the results. With
 // and without the bias, A in both layouts, on one thread and on two; M = 256
-// (the MLP's batch: a column split) and 512 × 512 (one call, in place).
+// (the MLP's batch: a column split) and 512 × 512 (one call, in place; a
+// transposed A's rows padded too, padsRowsOfA, for contract).
 TEST_F(EpilogueTest, PaddedRowsOfBGiveTheUnpaddedBits) {
   for (auto [m, w, k] : {std::tuple<int64_t, int64_t, int64_t>{256, 1024, 384}, {512, 512, 128}}) {
     const Dim Mb{"m", m}, W{"w", w}, Kb{"k", k};
@@ -192,6 +193,14 @@ TEST(GemmRowPadding, TheRuleAsMeasured) {
   EXPECT_FALSE(fast::padsRowsOfB('N', 256, 512, 1024, past16));
   EXPECT_FALSE(fast::padsRowsOfB('N', 256, 512, 1024, past16 + 32));
   EXPECT_EQ(fast::padsRowsOfB('N', 256, 512, 1024, std::nullopt), amd) << "a B placed later";
+  // A transposed A: rows a multiple of 2 KiB, read in place; AMD by default, wherever it starts.
+  EXPECT_EQ(fast::padsRowsOfA('T', 512, 512, 512), amd);
+  EXPECT_FALSE(fast::padsRowsOfA('N', 512, 512, 512)) << "A is read along its rows";
+  EXPECT_FALSE(fast::padsRowsOfA('T', 500, 512, 500)) << "rows not a multiple of 2 KiB";
+  EXPECT_FALSE(fast::padsRowsOfA('T', 4096, 4096, 4096)) << "oneDNN packs A itself";
+  EXPECT_FALSE(fast::padsRowsOfA('T', 512, 128, 512)) << "too few columns to pay for the copy";
+  const RowPadding forced(true);
+  EXPECT_TRUE(fast::padsRowsOfA('T', 512, 256, 512));
 }
 
 // The cached primitive gives the same bits run after run, on one thread and

@@ -397,6 +397,22 @@ bool padsRowsOfB(char tb, int64_t call_m, int64_t call_n, int64_t n, std::option
   return pad_rows.value_or(hostPadsRows() && (!b || *b % 32 == 0));
 }
 
+// A transposed A (stored [K, M], a weight gradient's activations) read in
+// place with rows a multiple of 2 KiB runs at the same reduced speed on AMD,
+// wherever it starts: Fashion's fc2 weight gradient ('TN' 512×128×512, the
+// Zen 3, two threads, best of 200) 125–126 GFLOP/s at offsets 0, 16 and 32
+// bytes, 170 with A's rows padded by 64 bytes (174–175 with B's padded
+// too). The copy, K·M floats against the product's 2·M·N·K flops, must be
+// small: char_gpt's fc1 weight gradients ('TN' 512×2048×128) ran 131 → 175
+// GFLOP/s padded alone (2.05 → 1.54 ms), but in a step the 4 MiB copy took
+// that back (jit_bench profile, alternated: no faster), so only a call of
+// at least kPadAColumns columns pads A. Intel hosts are not measured for A.
+constexpr int64_t kPadAColumns = 256;
+bool padsRowsOfA(char ta, int64_t call_m, int64_t call_n, int64_t m) {
+  if (ta != 'T' || m % 512 != 0 || call_n < kPadAColumns || !readsInPlace(call_m, call_n)) return false;
+  return pad_rows.value_or(hostPadsRows());
+}
+
 namespace {
 
 // The columns of sgemm's first call: its block of the column split.
@@ -405,36 +421,45 @@ int64_t sgemmCallColumns(int64_t m, int64_t n, int64_t k) {
 }
 
 // A and B as the GEMM reads them: in place, or permuted into scratch (the
-// plan's layouts), B's rows then padded (padsRowsOfB, for oneDNN calls of
-// call_m × call_n); `rest` is the scratch past them, `extra` floats sized
+// plan's layouts), B's rows (and a transposed A's) then padded (padsRowsOfB,
+// padsRowsOfA, for oneDNN calls of call_m × call_n); `rest` is the scratch past them, `extra` floats sized
 // for the caller.
 struct GemmOperands {
   const float *a, *b;
-  int64_t ldb;
+  int64_t lda, ldb;
   float* rest;
 };
 
+// `pad_a`: whether A's rows may be padded too (padsRowsOfA); matmulBias reads A dense.
 GemmOperands gemmOperands(const ContractPlan& p, const float* a, const Shape& a_shape, const float* b,
                           const Shape& b_shape, std::vector<float>& scratch, int64_t extra, int64_t call_m,
-                          int64_t call_n) {
+                          int64_t call_n, bool pad_a) {
   // A B permuted into scratch is placed later: it is padded whenever the shape asks (a second copy).
   const std::optional<uintptr_t> at =
       p.permute_b ? std::nullopt : std::optional<uintptr_t>(reinterpret_cast<uintptr_t>(b));
   const bool pad = padsRowsOfB(p.tb, call_m, call_n, p.n, at);
+  pad_a = pad_a && padsRowsOfA(p.ta, call_m, call_n, p.m);
   const int64_t na = p.permute_a ? p.m * p.k : 0, nb = p.permute_b ? p.k * p.n : 0;
-  const int64_t np = pad ? p.k * (p.n + kPadRows) : 0;
-  if (static_cast<int64_t>(scratch.size()) < na + nb + np + extra)
-    scratch.resize(static_cast<size_t>(na + nb + np + extra));
+  const int64_t np = pad ? p.k * (p.n + kPadRows) : 0, npa = pad_a ? p.k * (p.m + kPadRows) : 0;
+  if (static_cast<int64_t>(scratch.size()) < na + nb + np + npa + extra)
+    scratch.resize(static_cast<size_t>(na + nb + np + npa + extra));
   float* sa = scratch.data();
   float* sb = sa + na;
   float* sp = sb + nb;
+  float* spa = sp + np;
   if (p.permute_a) alignCopy(a, a_shape, sa, p.a_as);
   if (p.permute_b) alignCopy(b, b_shape, sb, p.b_as);
-  GemmOperands o{p.permute_a ? sa : a, p.permute_b ? sb : b, p.tb == 'N' ? p.n : p.k, sp + np};
+  GemmOperands o{p.permute_a ? sa : a, p.permute_b ? sb : b, p.ta == 'N' ? p.k : p.m, p.tb == 'N' ? p.n : p.k,
+                 spa + npa};
   if (pad) {
     padRows(sp, o.b, p.k, p.n);
     o.b = sp;
     o.ldb = p.n + kPadRows;
+  }
+  if (pad_a) {  // Aᵀ: K rows of M
+    padRows(spa, o.a, p.k, p.m);
+    o.a = spa;
+    o.lda = p.m + kPadRows;
   }
   return o;
 }
@@ -465,12 +490,12 @@ bool gemmInto(const float* a, const Shape& a_shape, const float* b, const Shape&
   // Scratch: [operand copies | C | C permuted], each part only when needed.
   const int64_t nc = p.permute_c ? p.m * p.n : 0, nd = p.permute_c && accumulate ? p.m * p.n : 0;
   const GemmOperands o =
-      gemmOperands(p, a, a_shape, b, b_shape, scratch, nc + nd, p.m, sgemmCallColumns(p.m, p.n, p.k));
+      gemmOperands(p, a, a_shape, b, b_shape, scratch, nc + nd, p.m, sgemmCallColumns(p.m, p.n, p.k), true);
   float* sc = o.rest;
   float* sd = sc + nc;
   float* c = p.permute_c ? sc : out;
   const float beta = accumulate && !p.permute_c ? 1.0f : 0.0f;  // C = A·B + C: the base is out
-  if (!sgemm(p.ta, p.tb, p.m, p.n, p.k, 1.0f, o.a, p.ta == 'N' ? p.k : p.m, o.b, o.ldb, beta, c, p.n, error))
+  if (!sgemm(p.ta, p.tb, p.m, p.n, p.k, 1.0f, o.a, o.lda, o.b, o.ldb, beta, c, p.n, error))
     return false;
   if (!p.permute_c) return true;
   if (!accumulate) {
@@ -520,7 +545,7 @@ bool contractBias(const float* a, const Shape& a_shape, const float* b, const Sh
   // Operands laid out otherwise are permuted into scratch, and B's rows padded, as for contract.
   const int64_t rows = after ? epiloguePanelRows(p.m, p.n, p.k) : p.m;  // nothing to run on panels: one call
   const int64_t call_m = p.ta == 'N' ? panelHeight(p.m, rows) : p.m;  // matmulBiasPanels: one panel for Aᵀ
-  const GemmOperands o = gemmOperands(p, a, a_shape, b, b_shape, scratch, 0, call_m, p.n);
+  const GemmOperands o = gemmOperands(p, a, a_shape, b, b_shape, scratch, 0, call_m, p.n, false);
   return matmulBiasPanels(p.ta, p.tb, p.m, p.n, p.k, o.a, o.b, o.ldb, bias, out, rows, after, error);
 }
 

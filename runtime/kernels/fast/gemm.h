@@ -37,9 +37,10 @@ void setGemmColumnSplit(bool on);
 
 // Whether contract and contractBias copy a row-major B whose rows are a
 // multiple of 2 KiB into padded rows where oneDNN reads B in place (gemm.cc
-// padsRowsOfB): by default the host's rule (AMD only, and only a B that
-// starts 32-byte aligned); tests force either path on any host. The calling
-// thread's. Padded or not, the results have the same bits.
+// padsRowsOfB), and contract a transposed A likewise (padsRowsOfA): by
+// default the host's rule (AMD only, and only a B that starts 32-byte
+// aligned); tests force either path on any host. The calling thread's.
+// Padded or not, the results have the same bits.
 void setGemmRowPadding(std::optional<bool> on);
 
 // The rule, exposed for its tests: whether one oneDNN call of call_m rows
@@ -48,6 +49,11 @@ void setGemmRowPadding(std::optional<bool> on);
 // starts, or nullopt for a B permuted into scratch, placed later (padded
 // whenever the shape asks).
 bool padsRowsOfB(char tb, int64_t call_m, int64_t call_n, int64_t n, std::optional<uintptr_t> b);
+// The same for a transposed A (`ta` 'T', stored [K, M], m columns): padded
+// on AMD wherever it starts, for calls of at least 256 columns (gemm.cc), by
+// contract only (matmulBias reads A dense); setGemmRowPadding forces it as
+// it forces B's.
+bool padsRowsOfA(char ta, int64_t call_m, int64_t call_n, int64_t m);
 
 // How one contraction maps onto a GEMM. a's names split into M (a only, a's
 // order) and K (shared); b's into K and N (b only). An operand is used in
