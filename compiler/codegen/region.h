@@ -74,7 +74,9 @@ struct RegionOutput {
 
 // Built node by node; a builder call with operands that do not fit (a shape
 // conflict, a Bool operand, an unknown dim) is a broken invariant of the
-// caller and aborts with the reason: regions come from checked graphs.
+// caller and aborts with the reason: regions come from checked graphs. A
+// call that builds a node equal to an earlier one (same op, operands and
+// attributes; never an input) returns that node's id (value numbering).
 //
 // Semantics (matching runtime/kernels/reference unless said otherwise):
 // values are f32, rounded after every node; inputs are dense row-major in

@@ -587,7 +587,9 @@ TEST(FastSgemm, SkinnyBlocksMatchADoubleSumAndRepeatBitwise) {
                                    std::to_string(cs.n) + "x" + std::to_string(cs.k) + ", " +
                                    std::to_string(threads) + " threads, beta " + std::to_string(beta) +
                                    (with_bias ? ", bias" : "");
-          ASSERT_EQ(std::memcmp(c.data(), again.data(), c.size() * sizeof(float)), 0) << what << ": two calls, other bits";
+          ASSERT_EQ(fast::skinnyGemmThreads(cs.m, cs.n, cs.k), threads) << what << ": the split is taken";
+          ASSERT_EQ(std::memcmp(c.data(), again.data(), c.size() * sizeof(float)), 0)
+              << what << ": two calls, other bits";
           for (int64_t i = 0; i < cs.m; ++i)
             for (int64_t j = 0; j < cs.n; ++j) {
               double sum = beta * static_cast<double>(c0[static_cast<size_t>(i * cs.n + j)]), size = std::fabs(sum);
@@ -607,6 +609,12 @@ TEST(FastSgemm, SkinnyBlocksMatchADoubleSumAndRepeatBitwise) {
         }
       }
   }
+  fast::setGemmThreads(2);  // the rule's edges: no dim ≤ 16, or too few flops to split
+  EXPECT_EQ(fast::skinnyGemmThreads(256, 17, 1024), 1);
+  EXPECT_EQ(fast::skinnyGemmThreads(16, 16, 16), 1);
+  fast::setGemmColumnSplit(false);
+  EXPECT_EQ(fast::skinnyGemmThreads(256, 10, 1024), 1);
+  fast::setGemmColumnSplit(true);
   fast::setGemmThreads(1);
 }
 

@@ -75,7 +75,7 @@ int64_t blockStart(int64_t q, int64_t blocks, int64_t n) {
 // at twice one thread's rate: 256×1024×10 'NN' 48.6 µs against 95.8 on one
 // thread, 256×10×1024 'NT' 56.4 against 106.6, 1024×256×10 'TN' 102.6
 // against 200.7, Fashion's 128×512×10 12.4 against 23.2 (a scratch driver
-// over dnnl_sgemm, best of 300, the Zen 3; gemm_bench's small-dim section).
+// over dnnl_sgemm, best of 300, the Zen 3; gemm_bench's column section).
 // The rule reads the shape and the thread count only, so bits repeat run to
 // run; a row block is a shorter call, which may round otherwise than the
 // whole (as the column split above).
@@ -157,6 +157,8 @@ bool sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const
 }
 
 void setGemmThreads(int threads) { requested_threads = threads < 1 ? 1 : threads; }
+
+int skinnyGemmThreads(int64_t m, int64_t n, int64_t k) { return skinnyThreads(m, n, k); }
 
 void setGemmColumnSplit(bool on) { split_columns = on; }
 

@@ -29,6 +29,11 @@ bool sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const
 // when it changes, and uses fewer threads for GEMMs too small to split.
 void setGemmThreads(int threads);
 
+// The skinny rule, exposed for its tests: the threads sgemm and matmulBias
+// split an m × n × k product over (one single-threaded call each), 1 when
+// it is not split — a dim of at most 16 and enough flops per thread.
+int skinnyGemmThreads(int64_t m, int64_t n, int64_t k);
+
 // Whether a GEMM with few rows runs as one column block per thread (gemm.cc
 // columnBlocks), and one with a dim of at most 16 as one block of rows or
 // columns per thread (gemm.cc skinnyThreads), on the calling thread: the
