@@ -483,6 +483,14 @@ TEST_F(BackendTest, ContractWithTwoThreads) {
   check(node(Op::Contract, sh({M, N})), {&a, &b});
 }
 
+// `count` N(0, 1) floats from `rng`, for the SGEMM tests below.
+std::vector<float> normalFloats(std::mt19937& rng, int64_t count) {
+  std::normal_distribution<float> nd;
+  std::vector<float> v(static_cast<size_t>(count));
+  for (float& x : v) x = nd(rng);
+  return v;
+}
+
 // A product with few rows on 2 and 3 threads runs as one single-threaded
 // call per block of columns (gemm.cc): within f32 rounding of a double sum,
 // a NaN in A reaching its whole row of C, and the same bits on every call
@@ -495,12 +503,7 @@ TEST(FastSgemm, ColumnBlocksMatchADoubleSumAndRepeatBitwise) {
     int64_t n, k;
   };
   std::mt19937 rng(11);
-  std::normal_distribution<float> nd;
-  auto randv = [&](int64_t count) {
-    std::vector<float> v(static_cast<size_t>(count));
-    for (float& x : v) x = nd(rng);
-    return v;
-  };
+  auto randv = [&](int64_t count) { return normalFloats(rng, count); };
   const int64_t m = 256;
   for (Shape3 sh : {Shape3{'N', 1000, 300}, {'T', 1024, 1024}, {'N', 160, 1024}, {'T', 200, 1024}}) {
     std::vector<float> a = randv(m * sh.k), b = randv(sh.k * sh.n), c0 = randv(m * sh.n);
@@ -552,12 +555,7 @@ TEST(FastSgemm, SkinnyBlocksMatchADoubleSumAndRepeatBitwise) {
     int64_t m, n, k;
   };
   std::mt19937 rng(12);
-  std::normal_distribution<float> nd;
-  auto randv = [&](int64_t count) {
-    std::vector<float> v(static_cast<size_t>(count));
-    for (float& x : v) x = nd(rng);
-    return v;
-  };
+  auto randv = [&](int64_t count) { return normalFloats(rng, count); };
   for (Case cs : {Case{'N', 'N', 256, 10, 1024}, {'N', 'T', 256, 1024, 10}, {'T', 'N', 1024, 10, 256},
                   {'N', 'N', 10, 1000, 300}, {'T', 'T', 10, 1000, 300}, {'N', 'N', 37, 3, 9000}}) {
     const int64_t lda = cs.ta == 'N' ? cs.k : cs.m, ldb = cs.tb == 'N' ? cs.n : cs.k;

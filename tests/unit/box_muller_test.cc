@@ -14,19 +14,14 @@
 #include "runtime/data/box_muller.h"
 #include "runtime/data/loader_random.h"
 #include "runtime/data/sources_synthetic.h"
+#include "tests/support/ulps.h"
 
 namespace dtl::rt::data::detail {
 namespace {
 
 constexpr double kU = 0x1p-24;
 
-int64_t ulps(float a, float b) {
-  auto key = [](float f) {
-    const int32_t i = std::bit_cast<int32_t>(f);
-    return i < 0 ? -static_cast<int64_t>(i & 0x7fffffff) : static_cast<int64_t>(i);
-  };
-  return std::llabs(key(a) - key(b));
-}
+using dtl::testing::ulps;
 
 float uniformOf(uint32_t k) { return static_cast<float>(static_cast<int32_t>(k + 1)) * 0x1p-24f; }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/f32_math.h"
+#include "tests/support/ulps.h"
 
 namespace dtl {
 namespace {
@@ -26,14 +27,7 @@ using f32math::expF32;
 
 constexpr double kU = 0x1p-24;
 
-// Ordered integer distance; ±0 are one point and inf is one past FLT_MAX.
-int64_t ulps(float a, float b) {
-  auto key = [](float f) {
-    const int32_t i = std::bit_cast<int32_t>(f);
-    return i < 0 ? -static_cast<int64_t>(i & 0x7fffffff) : static_cast<int64_t>(i);
-  };
-  return std::llabs(key(a) - key(b));
-}
+using dtl::testing::ulps;
 
 std::vector<float> samples() {
   std::vector<float> x;
