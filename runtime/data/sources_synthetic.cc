@@ -92,7 +92,7 @@ Teacher::Teacher(uint64_t seed, uint64_t field, int64_t inputs, int64_t classes)
 }
 
 void Teacher::label(const float* x, int32_t* out, int64_t elements) const {
-  double z[kRank] = {};
+  double z[kRank];
   project(pt_.data(), x, inputs_, z);
   for (int64_t j = 0; j < elements; ++j) {
     int64_t best = 0;

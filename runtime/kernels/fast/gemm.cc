@@ -90,21 +90,23 @@ int skinnyThreads(int64_t m, int64_t n, int64_t k) {
   return t;
 }
 
-dnnl_status_t skinnySplit(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-                          const float* b, int64_t ldb, float beta, float* c, int64_t ldc, int threads) {
-  const bool by_rows = m >= n;
+// One single-threaded call per block, on `blocks` threads: blocks of C's rows
+// (`by_rows`, the skinny rule) or of its columns (blockStart: the column rule
+// above, and a skinny C wider than tall). Empty blocks make no call.
+dnnl_status_t blockCalls(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                         const float* b, int64_t ldb, float beta, float* c, int64_t ldc, int blocks, bool by_rows) {
   dnnl_status_t st = dnnl_success;
-#pragma omp parallel for num_threads(threads) schedule(static, 1)
-  for (int q = 0; q < threads; ++q) {
+#pragma omp parallel for num_threads(blocks) schedule(static, 1)
+  for (int q = 0; q < blocks; ++q) {
     omp_set_num_threads(1);  // this worker's calls: oneDNN plans for one thread
     dnnl_status_t s = dnnl_success;
     if (by_rows) {
-      const int64_t r0 = m * q / threads, r1 = m * (q + 1) / threads;
+      const int64_t r0 = m * q / blocks, r1 = m * (q + 1) / blocks;
       if (r1 > r0)
         s = dnnl_sgemm(ta, tb, r1 - r0, n, k, alpha, ta == 'N' ? a + r0 * lda : a + r0, lda, b, ldb, beta,
                        c + r0 * ldc, ldc);
     } else {
-      const int64_t j0 = blockStart(q, threads, n), j1 = blockStart(q + 1, threads, n);
+      const int64_t j0 = blockStart(q, blocks, n), j1 = blockStart(q + 1, blocks, n);
       if (j1 > j0)
         s = dnnl_sgemm(ta, tb, m, j1 - j0, k, alpha, a, lda, tb == 'N' ? b + j0 : b + j0 * ldb, ldb, beta, c + j0,
                        ldc);
@@ -129,27 +131,12 @@ bool sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc, std::string* error) {
   dnnl_status_t st = dnnl_success;
   if (const int t = skinnyThreads(m, n, k); t > 1) {
-    st = skinnySplit(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, t);
-    if (st == dnnl_success) return true;
-    if (error) *error = sgemmError(ta, tb, m, n, k, st);
-    return false;
-  }
-  applyThreads(m, n, k);
-  const int64_t blocks = columnBlocks(m, n, omp_threads);
-  if (blocks == 1) {
-    st = dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    st = blockCalls(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, t, m >= n);
   } else {
-#pragma omp parallel for num_threads(static_cast<int>(blocks)) schedule(static, 1)
-    for (int64_t q = 0; q < blocks; ++q) {
-      omp_set_num_threads(1);  // this worker's calls: oneDNN plans for one thread
-      const int64_t j0 = blockStart(q, blocks, n), j1 = blockStart(q + 1, blocks, n);
-      const dnnl_status_t s = dnnl_sgemm(ta, tb, m, j1 - j0, k, alpha, a, lda, tb == 'N' ? b + j0 : b + j0 * ldb, ldb,
-                                         beta, c + j0, ldc);
-      if (s != dnnl_success) {
-#pragma omp critical(dtl_sgemm_status)
-        st = s;
-      }
-    }
+    applyThreads(m, n, k);
+    const auto blocks = static_cast<int>(columnBlocks(m, n, omp_threads));
+    st = blocks == 1 ? dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+                     : blockCalls(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, blocks, false);
   }
   if (st == dnnl_success) return true;
   if (error) *error = sgemmError(ta, tb, m, n, k, st);
@@ -213,7 +200,7 @@ bool matmulBias(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* 
                 const float* bias, float* c, std::string* error) {
   if (const int t = skinnyThreads(m, n, k); t > 1) {
     // Split as sgemm's, then the bias: the primitive's arithmetic (the product rounded to f32, plus the bias in f32).
-    const dnnl_status_t st = skinnySplit(ta, tb, m, n, k, 1.0f, a, ta == 'N' ? k : m, b, ldb, 0.0f, c, n, t);
+    const dnnl_status_t st = blockCalls(ta, tb, m, n, k, 1.0f, a, ta == 'N' ? k : m, b, ldb, 0.0f, c, n, t, m >= n);
     if (st != dnnl_success) {
       if (error) *error = sgemmError(ta, tb, m, n, k, st) + " (a matmul with a bias, split)";
       return false;

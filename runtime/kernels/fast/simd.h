@@ -1,9 +1,10 @@
-// Internal to the fast kernels: how hot loops are vectorised without any
-// global -march flag (the binary must run on any x86-64). Each hot loop
-// function is cloned for AVX-512, AVX2+FMA and the baseline, and the loader
-// picks the best clone for the CPU (GCC function multiversioning); the loop
-// itself carries `#pragma omp simd`, because GCC 12 at -O2 otherwise refuses
-// loops that need a remainder epilogue.
+// How the fast kernels (and the data loader's synthetic values) vectorise
+// hot loops without any global -march flag (the binary must run on any
+// x86-64). Each hot loop function is cloned for AVX-512, AVX2+FMA and the
+// baseline, and the dynamic loader picks the best clone for the CPU (GCC
+// function multiversioning); the loop itself carries `#pragma omp simd`,
+// because GCC 12 at -O2 otherwise refuses loops that need a remainder
+// epilogue.
 #pragma once
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
