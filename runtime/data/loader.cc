@@ -3,6 +3,7 @@
 // prefetching run, a synchronous run and a resumed run hand out the same data.
 #include "runtime/data/loader.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
@@ -14,6 +15,9 @@ namespace dtl::rt::data {
 namespace {
 
 constexpr uint64_t kShuffleStream = 0x5eed0f0de7ULL;
+// How many samples ahead of the copy their bytes are prefetched: enough to
+// cover a DRAM miss while the samples before are copied.
+constexpr int64_t kPrefetchSamples = 4;
 
 [[noreturn]] void broken(const char* what, int64_t a, int64_t b) {
   std::fprintf(stderr, "%s:%d: check failed: %s (%lld, %lld)\n", __FILE__, __LINE__, what, static_cast<long long>(a),
@@ -68,18 +72,37 @@ Batch Loader::produce(int64_t epoch, int64_t step) {
     order_ = epochOrder(ds_.samples(), opt_.seed, epoch);
     order_epoch_ = epoch;
   }
-  Batch b = ds_.makeBatch(opt_.batch);
+  Batch b = emptyBatch();
   b.epoch = epoch;
   b.step_in_epoch = step;
   b.indices.resize(static_cast<size_t>(opt_.batch));
   int64_t start = (step * opt_.world + opt_.rank) * opt_.batch;  // order position of this rank's slot 0
+  auto indexAt = [&](int64_t slot) { return opt_.shuffle ? order_[static_cast<size_t>(start + slot)] : start + slot; };
+  for (int64_t slot = 0; slot < std::min(kPrefetchSamples, opt_.batch); ++slot) ds_.prefetchSample(indexAt(slot));
   for (int64_t slot = 0; slot < opt_.batch; ++slot) {
-    int64_t pos = start + slot;
-    int64_t index = opt_.shuffle ? order_[static_cast<size_t>(pos)] : pos;
+    if (slot + kPrefetchSamples < opt_.batch) ds_.prefetchSample(indexAt(slot + kPrefetchSamples));
+    int64_t index = indexAt(slot);
     b.indices[static_cast<size_t>(slot)] = index;
     ds_.copySample(index, b, slot);
   }
   return b;
+}
+
+Batch Loader::emptyBatch() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!spares_.empty()) {
+      Batch b = std::move(spares_.back());
+      spares_.pop_back();
+      return b;  // every slot of every field is written over by produce()
+    }
+  }
+  return ds_.makeBatch(opt_.batch);
+}
+
+void Loader::recycle(Batch&& b) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (static_cast<int>(spares_.size()) <= std::max(opt_.prefetch, 0)) spares_.push_back(std::move(b));
 }
 
 void Loader::run() {

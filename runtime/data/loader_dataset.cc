@@ -252,6 +252,16 @@ Batch Dataset::makeBatch(int64_t batch) const {
   return b;
 }
 
+void Dataset::prefetchSample(int64_t index) const {
+  if (!impl_ || index < 0 || index >= impl_->samples) return;
+  for (const Impl::Field& field : impl_->fields) {
+    if (field.kind != Impl::Kind::File || !field.column.bytes) continue;
+    const char* p = reinterpret_cast<const char*>(field.column.sampleBytes(index));
+    const int64_t bytes = field.elements * elemSize(field.column.elem);
+    for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(p + at);
+  }
+}
+
 void Dataset::copySample(int64_t index, Batch& into, int64_t slot) const {
   if (!impl_ || index < 0 || index >= impl_->samples) broken("sample index within the dataset", index, samples());
   if (slot < 0) broken("slot >= 0", slot, 0);

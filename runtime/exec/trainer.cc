@@ -399,7 +399,9 @@ class Trainer {
     batch_s = 0;
     for (int64_t m = 0; m < c_.accumulate; ++m) {
       const auto fetch = std::chrono::steady_clock::now();
-      feed(train_loader_->next());
+      data::Batch batch = train_loader_->next();
+      feed(batch);
+      train_loader_->recycle(std::move(batch));
       batch_s += secondsSince(fetch);
       ctx.seed = c_.seed * 1000003ull + static_cast<uint64_t>(step) * 131ull + static_cast<uint64_t>(m);
       ctx.scatter_add = sum_in_program && m > 0;
@@ -506,7 +508,9 @@ class Trainer {
     std::vector<double> metric(g.metrics.size(), 0.0);
     int64_t n = loader.stepsPerEpoch();
     for (int64_t i = 0; i < n; ++i) {
-      feed(loader.next());
+      data::Batch batch = loader.next();
+      feed(batch);
+      loader.recycle(std::move(batch));
       KernelStatus s = exec_->run(false, ctx);
       if (!s.ok) {
         err_ += "evaluation after step " + std::to_string(step) + ": " + s.message + "\n";
