@@ -58,9 +58,20 @@ bool Executor::bindGrad(const std::string& path, float* data) {
 }
 
 void Executor::setInput(const std::string& name, const void* data, int64_t elements) {
-  auto& v = inputs_[name];
-  v.resize(static_cast<size_t>(elements));
-  if (elements > 0) std::memcpy(v.data(), data, static_cast<size_t>(elements) * 4);
+  Fed& f = inputs_[name];
+  f.copy.resize(static_cast<size_t>(elements));
+  if (elements > 0) std::memcpy(f.copy.data(), data, static_cast<size_t>(elements) * 4);
+  f.data = f.copy.data();
+  f.elements = elements;
+  f.bound = false;
+}
+
+void Executor::bindInput(const std::string& name, const void* data, int64_t elements) {
+  Fed& f = inputs_[name];
+  f.copy = {};
+  f.data = data;
+  f.elements = elements;
+  f.bound = true;
 }
 
 void* Executor::place(const prog::Schedule& s, int node) {
@@ -135,6 +146,7 @@ KernelStatus Executor::run(bool with_backward, const RunContext& ctx) {
       w->wait();
       w.reset();
     }
+  std::erase_if(inputs_, [](const auto& in) { return in.second.bound; });  // bindInput's: for one run
   return status;
 }
 
@@ -178,9 +190,9 @@ KernelStatus Executor::runNode(const prog::Schedule& s, int id, const RunContext
   if (!v.data) return {false, "%" + std::to_string(id) + " (" + ir::opName(n.op) + ") has no storage in this run"};
   if (n.op == ir::Op::Input) {
     auto it = inputs_.find(n.name);
-    if (it == inputs_.end() || static_cast<int64_t>(it->second.size()) != v.elements)
+    if (it == inputs_.end() || it->second.elements != v.elements)
       return {false, "input `" + n.name + "` was not fed " + std::to_string(v.elements) + " values"};
-    std::memcpy(v.data, it->second.data(), static_cast<size_t>(v.elements) * 4);
+    if (v.elements > 0) std::memcpy(v.data, it->second.data, static_cast<size_t>(v.elements) * 4);
     return {};
   }
   const prog::Storage& st = s.storage[static_cast<size_t>(id)];

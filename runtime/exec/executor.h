@@ -53,6 +53,11 @@ class Executor {
   // Input values for the next run (f32 or int32 by the input's dtype); the
   // executor copies them.
   void setInput(const std::string& name, const void* data, int64_t elements);
+  // The same without the copy, for the next run only: it reads `data`, which
+  // the caller keeps alive and unchanged until run() returns (the trainer's
+  // batch, handed back to the loader after its run: one copy of it a step
+  // fewer). A later run needs the input fed again.
+  void bindInput(const std::string& name, const void* data, int64_t elements);
 
   // Forward only (evaluation) or forward + backward (training).
   KernelStatus run(bool with_backward, const RunContext& ctx);
@@ -134,7 +139,13 @@ class Executor {
   std::map<int, std::vector<float>> padded_;  // per uneven all-gather: this rank's piece, padded
   std::map<int, std::vector<float>> outputs_;  // unbound gradient outputs, by node
   std::map<std::string, float*> params_;
-  std::map<std::string, std::vector<uint32_t>> inputs_;
+  struct Fed {
+    std::vector<uint32_t> copy;  // setInput's
+    const void* data = nullptr;  // copy.data(), or bindInput's
+    int64_t elements = 0;
+    bool bound = false;  // bindInput's: dropped when the run ends
+  };
+  std::map<std::string, Fed> inputs_;
   std::map<int, float*> bound_;          // gradient node → caller memory
   std::map<std::string, int> grad_node_;
   std::map<std::string, comm::Communicator*> comms_;

@@ -362,9 +362,11 @@ class Trainer {
     return true;
   }
 
+  // The executor reads the batch in place during the next run (bindInput):
+  // the callers give it back to the loader only after that run.
   void feed(const data::Batch& b) {
-    for (const auto& [name, v] : b.floats) exec_->setInput(name, v.data(), static_cast<int64_t>(v.size()));
-    for (const auto& [name, v] : b.ints) exec_->setInput(name, v.data(), static_cast<int64_t>(v.size()));
+    for (const auto& [name, v] : b.floats) exec_->bindInput(name, v.data(), static_cast<int64_t>(v.size()));
+    for (const auto& [name, v] : b.ints) exec_->bindInput(name, v.data(), static_cast<int64_t>(v.size()));
   }
 
   // With accumulation, bucket-reduced gradients are reduced once per step
@@ -401,12 +403,12 @@ class Trainer {
       const auto fetch = std::chrono::steady_clock::now();
       data::Batch batch = train_loader_->next();
       feed(batch);
-      train_loader_->recycle(std::move(batch));
       batch_s += secondsSince(fetch);
       ctx.seed = c_.seed * 1000003ull + static_cast<uint64_t>(step) * 131ull + static_cast<uint64_t>(m);
       ctx.scatter_add = sum_in_program && m > 0;
       ctx.scatter_defer = sum_in_program && m + 1 < c_.accumulate;
       KernelStatus s = exec_->run(true, ctx);
+      train_loader_->recycle(std::move(batch));
       if (!s.ok) {
         err_ += "step " + std::to_string(step) + ": " + s.message + "\n";
         return false;
@@ -510,8 +512,8 @@ class Trainer {
     for (int64_t i = 0; i < n; ++i) {
       data::Batch batch = loader.next();
       feed(batch);
-      loader.recycle(std::move(batch));
       KernelStatus s = exec_->run(false, ctx);
+      loader.recycle(std::move(batch));
       if (!s.ok) {
         err_ += "evaluation after step " + std::to_string(step) + ": " + s.message + "\n";
         return false;

@@ -233,6 +233,17 @@ void checkExecutor(const char* spec, bool reference) {
     EXPECT_TRUE(exact(got, v[static_cast<size_t>(grad)])) << path << " bound (" << be->name() << ")";
     if (got != into[path].data()) EXPECT_TRUE(std::isnan(into[path][0])) << path << ": not bound, yet written";
   }
+  // Inputs read in place (bindInput, the trainer's batches): the same
+  // values, for one run only.
+  for (auto& [name, b] : inputs)
+    ex.bindInput(name, isFloat(b.dtype) ? static_cast<const void*>(b.f.data()) : static_cast<const void*>(b.i.data()),
+                 b.size());
+  st = ex.run(true, ctx);
+  ASSERT_TRUE(st.ok) << st.message;
+  EXPECT_EQ(ex.value(g.loss), v[static_cast<size_t>(g.loss)].f[0]) << "inputs bound";
+  st = ex.run(false, ctx);
+  EXPECT_FALSE(st.ok) << "a bound input lasts one run";
+  EXPECT_NE(st.message.find("was not fed"), std::string::npos) << st.message;
 }
 
 TEST(BackendGraph, TinyTransformerEveryNodeAgrees) { checkGraph(kTinyGpt); }
