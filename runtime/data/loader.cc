@@ -62,6 +62,7 @@ Loader::Loader(const Dataset& ds, LoaderOptions opt) : ds_(ds), opt_(opt) {
                       " ranks); the short last batch is dropped, so no step could run");
   } else {
     steps_ = ds_.samples() / global;
+    spares_.reserve(static_cast<size_t>(std::max(opt_.prefetch, 0)) + 1);  // recycle() never allocates
   }
 }
 
@@ -100,9 +101,26 @@ Batch Loader::emptyBatch() {
   return ds_.makeBatch(opt_.batch);
 }
 
+// Exactly the fields produce() writes, each of batch × its sample's
+// elements: a batch of another loader, or one grown since, is not kept.
+bool Loader::fits(const Batch& b) const {
+  const std::vector<FieldSpec>& fields = ds_.fields();
+  if (b.floats.size() + b.ints.size() != fields.size()) return false;
+  for (const FieldSpec& f : fields) {
+    int64_t n = opt_.batch;
+    for (int64_t d : f.sample_dims) n *= d;
+    const size_t want = static_cast<size_t>(n);
+    if (f.integer ? !b.ints.count(f.name) || b.ints.at(f.name).size() != want
+                  : !b.floats.count(f.name) || b.floats.at(f.name).size() != want)
+      return false;
+  }
+  return true;
+}
+
 void Loader::recycle(Batch&& b) {
+  if (!status_.ok || !fits(b)) return;
   std::lock_guard<std::mutex> lock(mu_);
-  if (static_cast<int>(spares_.size()) <= std::max(opt_.prefetch, 0)) spares_.push_back(std::move(b));
+  if (spares_.size() < spares_.capacity()) spares_.push_back(std::move(b));
 }
 
 void Loader::run() {

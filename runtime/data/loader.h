@@ -142,10 +142,10 @@ class Loader {
   // The batch at cursor(), then advances (crossing into the next epoch).
   Batch next();
   // Hands a batch next() returned back once the caller is done with it: the
-  // loader fills its buffers again rather than new ones. A fresh batch is
-  // zeroed and first-touched page by page (Fashion-MNIST's 400 KB image
-  // batch: a third of the loader's time per step); a recycled one is
-  // overwritten in place. Optional: a batch not given back is just freed.
+  // loader fills its buffers again rather than new ones (a fresh batch is
+  // zeroed and first-touched page by page; a recycled one is overwritten in
+  // place). Optional: a batch not given back is just freed, and so is one
+  // that is not this loader's shape.
   void recycle(Batch&& b);
   // (epoch, step_in_epoch) of the batch next() returns; seek() to it later
   // reproduces the same batches. seek() takes any step ≥ 0 (a step past the
@@ -156,6 +156,7 @@ class Loader {
  private:
   Batch produce(int64_t epoch, int64_t step);  // one batch; pure in (epoch, step)
   Batch emptyBatch();                          // a recycled one, else a new one
+  bool fits(const Batch& b) const;             // recycle(): b has this loader's fields and sizes
   void run();                                  // the prefetch thread
   void stop();
 
@@ -173,7 +174,7 @@ class Loader {
   std::mutex mu_;
   std::condition_variable ready_, space_;
   std::deque<Batch> queue_;
-  std::vector<Batch> spares_;  // recycle()d, at most prefetch + 1
+  std::vector<Batch> spares_;  // recycle()d; capacity prefetch + 1, never exceeded
   std::exception_ptr failure_;
   bool stop_ = false;
 };

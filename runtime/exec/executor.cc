@@ -116,6 +116,10 @@ float* Executor::buffer(int group) {
 }
 
 KernelStatus Executor::run(bool with_backward, const RunContext& ctx) {
+  struct DropBound {  // bindInput's pointers serve this run only, however it ends (a kernel may throw)
+    std::map<std::string, Fed>& inputs;
+    ~DropBound() { std::erase_if(inputs, [](const auto& in) { return in.second.bound; }); }
+  } drop_bound{inputs_};
   const prog::Schedule& s = with_backward ? program_.train : program_.eval;
   running_ = &s;
   placed_.assign(program_.nodes.size(), nullptr);
@@ -146,7 +150,6 @@ KernelStatus Executor::run(bool with_backward, const RunContext& ctx) {
       w->wait();
       w.reset();
     }
-  std::erase_if(inputs_, [](const auto& in) { return in.second.bound; });  // bindInput's: for one run
   return status;
 }
 

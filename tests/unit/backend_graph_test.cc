@@ -10,6 +10,7 @@
 // values of both backends exactly.
 #include "tests/unit/backend_test_util.h"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -233,14 +234,29 @@ void checkExecutor(const char* spec, bool reference) {
     EXPECT_TRUE(exact(got, v[static_cast<size_t>(grad)])) << path << " bound (" << be->name() << ")";
     if (got != into[path].data()) EXPECT_TRUE(std::isnan(into[path][0])) << path << ": not bound, yet written";
   }
-  // Inputs read in place (bindInput, the trainer's batches): the same
-  // values, for one run only.
-  for (auto& [name, b] : inputs)
-    ex.bindInput(name, isFloat(b.dtype) ? static_cast<const void*>(b.f.data()) : static_cast<const void*>(b.i.data()),
-                 b.size());
+  // Inputs read in place (bindInput, the trainer's batches), for one run
+  // only: other values, copied by setInput, then bound and written only
+  // after binding — the run reads them where they are, as they are then.
+  std::map<std::string, Buf> other = inputs;  // floats halved, ids reversed (still in range)
+  for (auto& [name, b] : other) {
+    for (float& x : b.f) x *= 0.5f;
+    std::reverse(b.i.begin(), b.i.end());
+  }
+  auto data = [](const Buf& b) { return isFloat(b.dtype) ? static_cast<const void*>(b.f.data()) : static_cast<const void*>(b.i.data()); };
+  for (auto& [name, b] : other) ex.setInput(name, data(b), b.size());
   st = ex.run(true, ctx);
   ASSERT_TRUE(st.ok) << st.message;
-  EXPECT_EQ(ex.value(g.loss), v[static_cast<size_t>(g.loss)].f[0]) << "inputs bound";
+  const float copied = ex.value(g.loss);
+  EXPECT_NE(copied, v[static_cast<size_t>(g.loss)].f[0]) << "other inputs, another loss";
+  std::map<std::string, Buf> bound_inputs = inputs;  // the old values until the run
+  for (auto& [name, b] : bound_inputs) ex.bindInput(name, data(b), b.size());
+  for (auto& [name, b] : bound_inputs) {  // written in place, after binding
+    std::copy(other[name].f.begin(), other[name].f.end(), b.f.begin());
+    std::copy(other[name].i.begin(), other[name].i.end(), b.i.begin());
+  }
+  st = ex.run(true, ctx);
+  ASSERT_TRUE(st.ok) << st.message;
+  EXPECT_EQ(ex.value(g.loss), copied) << "inputs bound";
   st = ex.run(false, ctx);
   EXPECT_FALSE(st.ok) << "a bound input lasts one run";
   EXPECT_NE(st.message.find("was not fed"), std::string::npos) << st.message;

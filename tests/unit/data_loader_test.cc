@@ -887,7 +887,10 @@ TEST_F(Loading, PrefetchMatchesSynchronous) {
 }
 
 // A recycled batch is written over whole: batches taken while every used
-// one goes back, scribbled on first, equal those of a loader given none back.
+// one goes back, scribbled on first, equal those of a loader given none
+// back — for every kind of field. Without the prefetch thread the next
+// batch is the one given back (its buffers, not new ones); a batch of
+// another shape is not kept.
 TEST_F(Loading, RecycledBatchesEqualFreshOnes) {
   std::string pixels;
   for (int k = 0; k < 23 * 5; ++k) pixels += static_cast<char>(k * 37);
@@ -895,18 +898,39 @@ TEST_F(Loading, RecycledBatchesEqualFreshOnes) {
   bytes.transforms = {{'/', 255}};
   std::vector<FieldSpec> synth = mlp(5, 6, 3);
   synth.push_back(spec("tokens", "synthetic", "", {4}, true));
-  const std::vector<Dataset> sets = {counting(*this, 37), openOk({bytes}), openOk(synth)};
-  for (const Dataset& ds : sets)
+  FieldSpec lm_tokens = spec("tokens", "synthetic", "", {6}, true), lm_targets = spec("targets", "synthetic", "", {6}, true);
+  lm_tokens.int_range = lm_targets.int_range = 11;
+  std::string text;
+  for (int k = 0; k < 97; ++k) text += static_cast<char>('a' + k % 26);
+  FieldSpec text_tokens = spec("tokens", "text", write("r.txt", text), {4}, true);
+  FieldSpec text_targets = spec("targets", "text", write("r.txt", text), {4}, true);
+  text_tokens.seq = text_targets.seq = 4;
+  const std::vector<Dataset> sets = {counting(*this, 37), openOk({bytes}), openOk(synth), openOk({lm_tokens, lm_targets}),
+                                     openOk({text_tokens, text_targets})};
+  for (size_t d = 0; d < sets.size(); ++d)
     for (int depth : {0, 2}) {
+      SCOPED_TRACE("dataset " + std::to_string(d) + ", prefetch " + std::to_string(depth));
+      const Dataset& ds = sets[d];
       LoaderOptions opt{4, 0, 1, true, 2, depth};
       Loader fresh(ds, opt), reused(ds, opt);
       std::vector<Batch> want = take(fresh, 13), got;
+      Loader other(ds, {5, 0, 1, true, 2, 0});
+      reused.recycle(other.next());  // five samples, not four: dropped
+      const void* given_back = nullptr;
       for (int k = 0; k < 13; ++k) {
         got.push_back(reused.next());
-        Batch used = got.back();
+        if (depth == 0 && given_back) {
+          const Batch& b = got.back();
+          EXPECT_EQ(b.floats.empty() ? static_cast<const void*>(b.ints.begin()->second.data())
+                                     : static_cast<const void*>(b.floats.begin()->second.data()),
+                    given_back) << "batch " << k << " is not the one given back";
+        }
+        Batch used = got.back();  // a copy: `got` keeps the values
         for (auto& [name, v] : used.floats) std::fill(v.begin(), v.end(), std::nanf(""));
         for (auto& [name, v] : used.ints) std::fill(v.begin(), v.end(), -1);
         std::fill(used.indices.begin(), used.indices.end(), -1);
+        given_back = used.floats.empty() ? static_cast<const void*>(used.ints.begin()->second.data())
+                                         : static_cast<const void*>(used.floats.begin()->second.data());
         reused.recycle(std::move(used));
       }
       expectSame(got, want);
