@@ -3,6 +3,7 @@
 // rates over a window of recent steps.
 #include "runtime/io/progress.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -165,7 +166,14 @@ StepView Progress::step(int64_t step, double loss, double lr, double grad_norm, 
   v.samples_per_s = window_.samplesPerSecond();
   if (tokens > 0) v.tokens_per_s = window_.tokensPerSecond();
   if (flops > 0) v.flops_per_s = window_.flopsPerSecond();
-  if (flops > 0 && gemm_ > 0) v.mfu = v.flops_per_s / gemm_;
+  if (flops > 0 && gemm_ > 0) {
+    // The start-up probe is a lower bound of what the cores can do, taken in
+    // 50 ms; a window whose matrix FLOPs ran faster shows a higher one (the
+    // probe caught a slow moment of a shared machine): MFU is against the
+    // best of them, so it never reads over 100 %.
+    gemm_ = std::max(gemm_, v.flops_per_s);
+    v.mfu = v.flops_per_s / gemm_;
+  }
   if (total_ > 0) v.eta_s = step >= total_ ? 0 : window_.secondsPerStep() * static_cast<double>(total_ - step);
   v.elapsed_s = now - begin_;
   return v;

@@ -79,7 +79,8 @@ class Progress {
   static double steadySeconds();
 
   // total_steps <= 0: unknown (no "/total", no ETA). gemm_flops_per_s: the
-  // machine's measured GEMM rate for the ranks' cores (0: no MFU).
+  // machine's measured GEMM rate for the ranks' cores (0: no MFU); raised to
+  // the job's own matrix FLOP/s when a window runs faster (step()).
   Progress(int64_t total_steps, bool is_tty, double gemm_flops_per_s = 0, Clock clock = steadySeconds);
 
   // The loop starts now (the window's first time).

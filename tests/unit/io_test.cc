@@ -771,6 +771,20 @@ TEST(Progress, PlainLinesWithEveryField) {
   EXPECT_EQ(p.line(v), "step 2000/2000  loss 1.234e-04  25,600 samples/s  20.0 ms/step  lr 0.0003  5.00 GFLOP/s  MFU 50%  ETA 0s\n");
   EXPECT_EQ(p.finish(), "");
 
+  // A window faster than the probe raises the reference: MFU never reads
+  // over 100 %, and later windows are against the rate the job showed.
+  {
+    double t = 0;
+    Progress q(0, false, /*gemm_flops_per_s=*/1e10, [&] { return t; });
+    q.begin();
+    t = 0.02;
+    EXPECT_DOUBLE_EQ(q.step(1, 1, 1e-3, 1, 0.02, 1, 0, 1e8).mfu, 0.5);  // 5e9 against the probe's 1e10
+    t = 0.025;
+    EXPECT_DOUBLE_EQ(q.step(2, 1, 1e-3, 1, 0.005, 1, 0, 4e8).mfu, 1.0);  // 2e10 over the window: the new reference
+    t = 0.125;
+    EXPECT_DOUBLE_EQ(q.step(3, 1, 1e-3, 1, 0.1, 1, 0, 1e8).mfu, 0.24);  // 4.8e9 against 2e10
+  }
+
   Progress open_ended(0, false, 0, [] { return 0.0; });  // total unknown: no "/total", no ETA
   open_ended.begin();
   v = open_ended.step(7, std::nan(""), 0.1, 2, 0, 8, 0, 0);
