@@ -101,24 +101,8 @@ Batch Loader::emptyBatch() {
   return ds_.makeBatch(opt_.batch);
 }
 
-// Exactly the fields produce() writes, each of batch × its sample's
-// elements: a batch of another loader, or one grown since, is not kept.
-bool Loader::fits(const Batch& b) const {
-  const std::vector<FieldSpec>& fields = ds_.fields();
-  if (b.floats.size() + b.ints.size() != fields.size()) return false;
-  for (const FieldSpec& f : fields) {
-    int64_t n = opt_.batch;
-    for (int64_t d : f.sample_dims) n *= d;
-    const size_t want = static_cast<size_t>(n);
-    if (f.integer ? !b.ints.count(f.name) || b.ints.at(f.name).size() != want
-                  : !b.floats.count(f.name) || b.floats.at(f.name).size() != want)
-      return false;
-  }
-  return true;
-}
-
 void Loader::recycle(Batch&& b) {
-  if (!status_.ok || !fits(b)) return;
+  if (!status_.ok || !ds_.holdsBatch(b, opt_.batch)) return;  // another loader's, or grown since: freed
   std::lock_guard<std::mutex> lock(mu_);
   if (spares_.size() < spares_.capacity()) spares_.push_back(std::move(b));
 }

@@ -105,6 +105,8 @@ class Dataset {
   void prefetchSample(int64_t index) const;
   // A batch with room for `batch` samples of every field.
   Batch makeBatch(int64_t batch) const;
+  // Whether `b` has exactly makeBatch(batch)'s fields and sizes.
+  bool holdsBatch(const Batch& b, int64_t batch) const;
 
   struct Impl;
 
@@ -156,7 +158,6 @@ class Loader {
  private:
   Batch produce(int64_t epoch, int64_t step);  // one batch; pure in (epoch, step)
   Batch emptyBatch();                          // a recycled one, else a new one
-  bool fits(const Batch& b) const;             // recycle(): b has this loader's fields and sizes
   void run();                                  // the prefetch thread
   void stop();
 

@@ -252,6 +252,20 @@ Batch Dataset::makeBatch(int64_t batch) const {
   return b;
 }
 
+bool Dataset::holdsBatch(const Batch& b, int64_t batch) const {
+  if (!impl_ || b.floats.size() + b.ints.size() != impl_->specs.size()) return false;
+  auto holds = [](const auto& vectors, const std::string& name, int64_t n) {
+    const auto it = vectors.find(name);
+    return it != vectors.end() && it->second.size() == static_cast<size_t>(n);
+  };
+  for (size_t k = 0; k < impl_->specs.size(); ++k) {
+    const FieldSpec& f = impl_->specs[k];
+    const int64_t n = batch * impl_->fields[k].elements;
+    if (!(f.integer ? holds(b.ints, f.name, n) : holds(b.floats, f.name, n))) return false;
+  }
+  return true;
+}
+
 void Dataset::prefetchSample(int64_t index) const {
   if (!impl_ || index < 0 || index >= impl_->samples) return;
   for (const Impl::Field& field : impl_->fields) {
